@@ -1,0 +1,124 @@
+"""Family data: cache location, checksummed download, and the 'missing data' error."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from .manifest import DataSource
+from .registry import Variant
+
+
+class DataMissingError(FileNotFoundError):
+    """A variant's data has not been fetched; the message names the command that fetches it."""
+
+
+class ChecksumError(ValueError):
+    """A downloaded or cached file does not match its recorded sha256."""
+
+
+def data_root() -> Path:
+    """Root of the data cache: ``$EVOBENCH_DATA`` or ``~/.cache/evobench/data``."""
+    env = os.environ.get("EVOBENCH_DATA")
+    return Path(env) if env else Path.home() / ".cache" / "evobench" / "data"
+
+
+def family_data_dir(family: str) -> Path:
+    """Cache directory of one family."""
+    return data_root() / family
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _recorded_path(family: str) -> Path:
+    return family_data_dir(family) / "recorded_sha256.json"
+
+
+def expected_sha256(family: str, source: DataSource) -> str:
+    """The pinned checksum, or the one recorded on the first fetch of an unpinned source."""
+    if source.sha256:
+        return source.sha256
+    rec = _recorded_path(family)
+    if rec.is_file():
+        return str(json.loads(rec.read_text()).get(source.filename, ""))
+    return ""
+
+
+def require_data(variant: Variant) -> Path:
+    """Check that every data file of a variant is present.
+
+    Returns:
+        The family's cache directory.
+
+    Raises:
+        DataMissingError: If a file is missing; names ``bench data fetch <family>``.
+    """
+    d = family_data_dir(variant.family)
+    missing = [s.filename for _, s in variant.data if not (d / s.filename).is_file()]
+    if missing:
+        raise DataMissingError(
+            f"{variant.id} needs data that is not in {d}: {', '.join(missing)}. "
+            f"Run `bench data fetch {variant.family}` (needs network access) first."
+        )
+    return d
+
+
+Downloader = Callable[[str, Path], None]
+
+
+def _urllib_download(url: str, dest: Path) -> None:
+    with urllib.request.urlopen(url, timeout=60) as r, dest.open("wb") as f:  # noqa: S310 - https URL from manifest
+        shutil.copyfileobj(r, f, 1 << 20)
+
+
+def fetch_source(family: str, source: DataSource, download: Downloader = _urllib_download) -> Path:
+    """Download one source into the cache (atomically) and verify or record its sha256.
+
+    Args:
+        family: Family name (cache subdirectory).
+        source: The manifest's data source.
+        download: Function ``(url, dest)``; replaceable in tests.
+
+    Returns:
+        Path of the verified file.
+
+    Raises:
+        ChecksumError: If the file does not match the pinned or recorded sha256 (it is deleted).
+        OSError: If the download fails.
+    """
+    d = family_data_dir(family)
+    d.mkdir(parents=True, exist_ok=True)
+    dest = d / source.filename
+    want = expected_sha256(family, source)
+    if dest.is_file() and want and sha256_file(dest) == want:
+        return dest
+    fd, tmp_name = tempfile.mkstemp(dir=d, prefix=".part-")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        download(source.url, tmp)
+        got = sha256_file(tmp)
+        if want and got != want:
+            raise ChecksumError(f"{source.url}: sha256 {got} does not match expected {want}")
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    if not want:
+        rec = _recorded_path(family)
+        table = json.loads(rec.read_text()) if rec.is_file() else {}
+        table[source.filename] = got
+        rec.write_text(json.dumps(table, indent=2, sort_keys=True))
+    return dest

@@ -1,0 +1,227 @@
+"""Typed schema of ``environments/<family>/env.toml`` and its resolution into variants."""
+
+from __future__ import annotations
+
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ManifestError(ValueError):
+    """A manifest could not be read or does not match the schema.
+
+    The message names the file, the key path and the reason.
+    """
+
+
+class Direction(StrEnum):
+    """Whether larger or smaller values of a metric are better."""
+
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+
+class Language(StrEnum):
+    """Language of candidate programs (sets the EVOLVE-BLOCK comment syntax)."""
+
+    PYTHON = "python"
+    CPP = "cpp"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricSpec(_Strict):
+    """One reported metric."""
+
+    name: str
+    """Key in ``EvalResult.metrics``."""
+    direction: Direction
+    """Which way is better."""
+    meaning: str
+    """One sentence for humans: what the number measures and its unit."""
+
+
+class Hardware(_Strict):
+    """Resources one evaluation gets."""
+
+    cpus: float = 1.0
+    """CPU cores (Docker ``nano_cpus``; thread count hint for the local backend)."""
+    memory_mb: int = 2048
+    """Address-space / container memory limit of the candidate, in MiB."""
+    gpu: str = ""
+    """GPU type (e.g. ``H100``); empty for CPU-only variants."""
+    gpu_count: int = 0
+    """Number of GPUs requested."""
+    pids: int = 64
+    """Maximum number of processes the candidate may have at once."""
+    output_kb: int = 64
+    """Cap on kept stdout/stderr per stream, in KiB (the rest is discarded)."""
+    file_mb: int = 64
+    """Largest file the candidate may write, in MiB."""
+
+
+class Progress(_Strict):
+    """Bounds of the normalised progress u = clamp((y - y_init) / (y_target - y_init), 0, 1)."""
+
+    y_init: float
+    """Combined score of the initial program (u = 0)."""
+    y_target: float
+    """Combined score regarded as solved (u = 1)."""
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Progress:
+        if self.y_init == self.y_target:
+            raise ValueError("y_init and y_target must differ")
+        return self
+
+
+class DataSource(_Strict):
+    """A public data file the family downloads into its cache, checked by sha256."""
+
+    url: str
+    """Where to download it from."""
+    filename: str
+    """Name inside the cache directory."""
+    sha256: str = ""
+    """Expected sha256; empty means unpinned (recorded on first fetch, then enforced)."""
+    license: str = ""
+    """Licence of the data, as published by its source."""
+    size_hint_mb: float = 0.0
+    """Approximate size, for the user's information."""
+
+
+class VariantOverride(_Strict):
+    """What a variant changes relative to the family defaults."""
+
+    description: str = ""
+    """One line about this variant."""
+    timeout_s: float | None = None
+    """Wall-clock limit for one evaluation."""
+    hardware: Hardware | None = None
+    """Resources; replaces the family default entirely when given."""
+    scorer: dict[str, Any] = Field(default_factory=dict)
+    """Scorer parameters merged over the family's ``scorer_params``."""
+    data: list[str] = Field(default_factory=list)
+    """Keys of ``[data.*]`` sources this variant needs (empty: synthetic, nothing to fetch)."""
+    image: str | None = None
+    """Docker image recipe (``images/<name>``) for this variant."""
+    progress: Progress | None = None
+    """Progress bounds for this variant, when they differ from the family's."""
+    tiny: bool = False
+    """Marks the CPU smoke-test variant of the family."""
+
+
+class FamilyManifest(_Strict):
+    """The ``[family]`` table plus defaults shared by all variants."""
+
+    name: str
+    """Family id, also the directory name."""
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    """Semantic version; bump it when scores are no longer comparable."""
+    description: str
+    """What the task is, in one or two sentences."""
+    prompt: str
+    """File (relative to the family directory) with the task prompt shown to agents."""
+    initial_program: str
+    """File with the starting program."""
+    language: Language
+    """Language of candidate programs."""
+    entry_point: str
+    """Function (Python) or executable contract (C++) the scorer calls."""
+    signature: str
+    """Human-readable signature of the entry point."""
+    scorer: str
+    """``module:Class`` of the trusted scorer inside the family package."""
+    direction: Direction
+    """Direction of the combined score."""
+    combined: str
+    """Name of the metric used as the combined score."""
+    timeout_s: float = 60.0
+    """Default wall-clock limit for one evaluation."""
+    hardware: Hardware = Hardware()
+    """Default resources."""
+    scorer_params: dict[str, Any] = Field(default_factory=dict)
+    """Default scorer parameters."""
+    mutations: str = ""
+    """``module:function`` returning the family's mutation operators (for offline baselines)."""
+    image: str = "cpu"
+    """Default Docker image recipe."""
+    hashed_files: list[str] = Field(default_factory=list)
+    """Extra files in the family directory that affect scores (data recipe, helpers)."""
+
+
+class EnvManifest(_Strict):
+    """A whole ``env.toml``."""
+
+    family: FamilyManifest
+    """The family table."""
+    metrics: list[MetricSpec]
+    """Metrics the scorer reports; must include the combined one."""
+    progress: Progress
+    """Default progress bounds."""
+    variants: dict[str, VariantOverride]
+    """Variant id -> overrides. Ids are global, e.g. ``eplb-tiny``."""
+    data: dict[str, DataSource] = Field(default_factory=dict)
+    """Downloadable data sources by key."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EnvManifest:
+        names = [m.name for m in self.metrics]
+        if self.family.combined not in names:
+            raise ValueError(f"family.combined {self.family.combined!r} is not among metrics {names}")
+        if not self.variants:
+            raise ValueError("at least one variant is required")
+        for vid, v in self.variants.items():
+            if not vid.startswith(self.family.name):
+                raise ValueError(f"variant id {vid!r} must start with the family name {self.family.name!r}")
+            for key in v.data:
+                if key not in self.data:
+                    raise ValueError(f"variant {vid!r} needs data {key!r}, which has no [data.{key}] table")
+        if not any(v.tiny for v in self.variants.values()):
+            raise ValueError("one variant must be marked tiny = true (the CPU smoke test)")
+        return self
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
+
+
+def load_manifest(path: Path) -> EnvManifest:
+    """Read and validate one ``env.toml``.
+
+    Args:
+        path: Path of the manifest file.
+
+    Returns:
+        The validated manifest.
+
+    Raises:
+        ManifestError: If the file is missing, is not TOML, or breaks the schema; the message
+            names the file, the key path and the reason.
+    """
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ManifestError(f"{path}: file not found") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ManifestError(f"{path}: not valid TOML: {e}") from e
+    try:
+        manifest = EnvManifest.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(f"key '{_format_loc(err['loc'])}': {err['msg']}" for err in e.errors())
+        raise ManifestError(f"{path}: {problems}") from e
+    if manifest.family.name != path.parent.name:
+        raise ManifestError(
+            f"{path}: key 'family.name': {manifest.family.name!r} must equal the directory name "
+            f"{path.parent.name!r}"
+        )
+    for key in ("prompt", "initial_program"):
+        rel = getattr(manifest.family, key)
+        if not (path.parent / rel).is_file():
+            raise ManifestError(f"{path}: key 'family.{key}': file {rel!r} does not exist")
+    return manifest

@@ -1,0 +1,251 @@
+"""Discovery of environment families and resolution of variant ids into typed specs."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .manifest import (
+    DataSource,
+    Direction,
+    EnvManifest,
+    Hardware,
+    Language,
+    ManifestError,
+    MetricSpec,
+    Progress,
+    load_manifest,
+)
+
+
+class UnknownIdError(KeyError):
+    """An environment or agent id does not exist; the message lists close matches."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown id"
+
+
+def unknown_id_message(kind: str, given: str, known: list[str]) -> str:
+    """Build the 'unknown id' message with close matches.
+
+    Args:
+        kind: What was looked up (``environment``, ``agent``).
+        given: The id the user typed.
+        known: All valid ids.
+
+    Returns:
+        A one-line message naming the closest ids, or all ids when none is close.
+    """
+    close = difflib.get_close_matches(given, known, n=4, cutoff=0.5)
+    if not close:
+        close = [k for k in known if given in k or k in given][:4]
+    hint = f"did you mean: {', '.join(close)}?" if close else f"known: {', '.join(sorted(known))}"
+    return f"unknown {kind} {given!r}; {hint}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A fully resolved environment variant: everything an evaluation needs to know."""
+
+    id: str
+    """Variant id, e.g. ``eplb-tiny``."""
+    family: str
+    """Family name, e.g. ``eplb``."""
+    version: str
+    """Family semantic version."""
+    description: str
+    """Family description plus the variant's own line."""
+    prompt: str
+    """Task prompt text shown to agents."""
+    initial_program: str
+    """Text of the starting program."""
+    initial_program_name: str
+    """File name of the starting program (its suffix tells the language)."""
+    language: Language
+    """Language of candidate programs."""
+    entry_point: str
+    """Function or executable contract called by the scorer."""
+    signature: str
+    """Human-readable signature of the entry point."""
+    scorer_ref: str
+    """``module:Class`` of the trusted scorer, relative to the family package."""
+    direction: Direction
+    """Direction of the combined score."""
+    combined: str
+    """Name of the combined metric."""
+    metrics: tuple[MetricSpec, ...]
+    """Reported metrics."""
+    timeout_s: float
+    """Wall-clock limit of one evaluation."""
+    hardware: Hardware
+    """Resources of one evaluation."""
+    scorer_params: dict[str, Any]
+    """Merged scorer parameters."""
+    data: tuple[tuple[str, DataSource], ...]
+    """Data sources this variant needs, by key."""
+    image: str
+    """Docker image recipe name."""
+    progress: Progress
+    """Progress bounds."""
+    tiny: bool
+    """Whether this is the family's CPU smoke-test variant."""
+    mutations_ref: str
+    """``module:function`` giving mutation operators, or empty."""
+    family_dir: Path
+    """Directory of the family."""
+    hash: str
+    """Content hash (16 hex chars) of everything that can change this variant's scores."""
+
+    @property
+    def maximize(self) -> bool:
+        """Whether a larger combined score is better."""
+        return self.direction is Direction.MAXIMIZE
+
+    def load_attr(self, ref: str) -> Any:
+        """Import ``module:attr`` from this family's package (trusted side only).
+
+        Raises:
+            ImportError: If the module or attribute does not exist.
+        """
+        module_name, _, attr = ref.partition(":")
+        module = importlib.import_module(f"environments.{self.family}.{module_name}")
+        try:
+            return getattr(module, attr)
+        except AttributeError as e:
+            raise ImportError(f"{ref!r}: no attribute {attr!r} in environments.{self.family}") from e
+
+
+def environments_root() -> Path:
+    """Directory holding the environment families (the ``environments`` package)."""
+    import environments
+
+    return Path(environments.__file__).resolve().parent
+
+
+def _content_hash(manifest_bytes: bytes, resolved: dict[str, Any], family_dir: Path, files: list[str]) -> str:
+    h = hashlib.sha256()
+    h.update(manifest_bytes)
+    h.update(json.dumps(resolved, sort_keys=True, default=str).encode())
+    for rel in sorted(set(files)):
+        p = family_dir / rel
+        h.update(rel.encode())
+        h.update(p.read_bytes() if p.is_file() else b"<missing>")
+    return h.hexdigest()[:16]
+
+
+def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
+    fam = manifest.family
+    family_dir = manifest_path.parent
+    module_files = [f"{ref.partition(':')[0]}.py" for ref in (fam.scorer, fam.mutations) if ref]
+    hashed = [fam.prompt, fam.initial_program, *module_files, *fam.hashed_files]
+    raw = manifest_path.read_bytes()
+    out = []
+    for vid, ov in manifest.variants.items():
+        params = {**fam.scorer_params, **ov.scorer}
+        data = tuple((k, manifest.data[k]) for k in ov.data)
+        resolved = {
+            "id": vid,
+            "timeout_s": ov.timeout_s if ov.timeout_s is not None else fam.timeout_s,
+            "hardware": (ov.hardware or fam.hardware).model_dump(),
+            "params": params,
+            "data": [d.model_dump() for _, d in data],
+            "progress": (ov.progress or manifest.progress).model_dump(),
+        }
+        out.append(
+            Variant(
+                id=vid,
+                family=fam.name,
+                version=fam.version,
+                description=f"{fam.description} {ov.description}".strip(),
+                prompt=(family_dir / fam.prompt).read_text(encoding="utf-8"),
+                initial_program=(family_dir / fam.initial_program).read_text(encoding="utf-8"),
+                initial_program_name=fam.initial_program,
+                language=fam.language,
+                entry_point=fam.entry_point,
+                signature=fam.signature,
+                scorer_ref=fam.scorer,
+                direction=fam.direction,
+                combined=fam.combined,
+                metrics=tuple(manifest.metrics),
+                timeout_s=float(resolved["timeout_s"]),
+                hardware=ov.hardware or fam.hardware,
+                scorer_params=params,
+                data=data,
+                image=ov.image or fam.image,
+                progress=ov.progress or manifest.progress,
+                tiny=ov.tiny,
+                mutations_ref=fam.mutations,
+                family_dir=family_dir,
+                hash=_content_hash(raw, resolved, family_dir, hashed),
+            )
+        )
+    return out
+
+
+class Registry:
+    """All environment variants found under one environments directory."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        """Load every ``<family>/env.toml`` under ``root``.
+
+        Args:
+            root: Directory of families; defaults to the installed ``environments`` package.
+
+        Raises:
+            ManifestError: If any manifest is malformed, or two families define the same variant id.
+        """
+        self.root = root or environments_root()
+        self._variants: dict[str, Variant] = {}
+        for manifest_path in sorted(self.root.glob("*/env.toml")):
+            for v in _resolve(load_manifest(manifest_path), manifest_path):
+                if v.id in self._variants:
+                    raise ManifestError(f"{manifest_path}: variant id {v.id!r} is defined twice")
+                self._variants[v.id] = v
+
+    def ids(self) -> list[str]:
+        """All variant ids, sorted."""
+        return sorted(self._variants)
+
+    def families(self) -> list[str]:
+        """All family names, sorted."""
+        return sorted({v.family for v in self._variants.values()})
+
+    def variants(self, family: str | None = None) -> list[Variant]:
+        """Variants, optionally of one family, sorted by id."""
+        return [self._variants[i] for i in self.ids() if family is None or self._variants[i].family == family]
+
+    def get(self, env_id: str) -> Variant:
+        """Resolve a variant id.
+
+        Raises:
+            UnknownIdError: If no variant has that id; the message suggests close matches.
+        """
+        try:
+            return self._variants[env_id]
+        except KeyError:
+            raise UnknownIdError(unknown_id_message("environment", env_id, self.ids())) from None
+
+    def family_of(self, name: str) -> list[Variant]:
+        """Variants of a family given by name (or by one of its variant ids).
+
+        Raises:
+            UnknownIdError: If neither a family nor a variant has that name.
+        """
+        if name in self._variants:
+            name = self._variants[name].family
+        found = self.variants(name)
+        if not found:
+            raise UnknownIdError(unknown_id_message("environment family", name, self.families()))
+        return found
+
+
+@cache
+def default_registry() -> Registry:
+    """The registry of the installed environments (loaded once per process)."""
+    return Registry()

@@ -1,0 +1,39 @@
+"""Exceptions that carry an evaluation outcome from the sandbox or the scorer to the backend."""
+
+from __future__ import annotations
+
+from .result import Status
+
+
+class EvaluationOutcome(Exception):
+    """Base class: an evaluation ended with a non-ok status and a reason."""
+
+    status: Status = Status.ERROR
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CandidateInvalid(EvaluationOutcome):
+    """The candidate's output broke a task rule. Raised by scorers; maps to ``invalid``."""
+
+    status = Status.INVALID
+
+
+class CandidateError(EvaluationOutcome):
+    """The candidate raised, crashed, failed to compile or hit a resource limit (``error``)."""
+
+    status = Status.ERROR
+
+
+class CandidateTimeout(EvaluationOutcome):
+    """The candidate ran past its time limit and was killed (``timeout``)."""
+
+    status = Status.TIMEOUT
+
+
+class InfraError(EvaluationOutcome):
+    """The harness failed; the candidate is not to blame (``infra_error``)."""
+
+    status = Status.INFRA_ERROR

@@ -1,0 +1,165 @@
+"""The contract between a family's trusted scorer and the sandboxed candidate.
+
+A scorer never imports or executes candidate code itself. It receives a
+:class:`CandidateRuntime`, whose methods run the candidate in an isolated child process
+(no network, no data, scrubbed environment, hard limits) and return plain values decoded
+from a safe wire format. The scorer owns the inputs and the clock.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.evaluation.errors import CandidateInvalid
+
+if TYPE_CHECKING:
+    from harness.envs.registry import Variant
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """Value returned by one candidate call and its trusted-side wall time."""
+
+    value: Any
+    """Decoded return value (numbers, strings, lists, dicts, numpy arrays, torch tensors)."""
+    seconds: float
+    """Round-trip wall time of the call, measured by the trusted process."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of one sandboxed process run (e.g. a compiled C++ candidate on one test case)."""
+
+    returncode: int | None
+    """Exit code; None when the process was killed for a limit."""
+    stdout: bytes
+    """Captured stdout (capped)."""
+    stderr: bytes
+    """Captured stderr (capped)."""
+    seconds: float
+    """Wall time measured by the trusted side."""
+    cpu_seconds: float
+    """CPU time (user + system) of the process and its children."""
+    timed_out: bool = False
+    """Whether a wall or CPU limit killed it."""
+    limit: str = ""
+    """Which limit ended it (``wall``, ``cpu``, ``memory``, ``output``), if any."""
+
+
+class CandidateRuntime(Protocol):
+    """Trusted-side handle on the sandboxed candidate, given to ``Scorer.score``."""
+
+    @property
+    def source(self) -> str:
+        """The candidate program's text (for static checks)."""
+        ...
+
+    def call(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+        """Call a function of a Python candidate in its sandboxed process.
+
+        Args:
+            function: Name of a top-level function of the candidate module.
+            *args: Positional arguments (numbers, strings, lists, dicts, arrays, tensors).
+            timeout: Seconds for this call; defaults to what is left of the evaluation's budget.
+
+        Returns:
+            The decoded value and the trusted-side wall time.
+
+        Raises:
+            CandidateError: The candidate raised, crashed or returned something the wire
+                format rejects.
+            CandidateTimeout: The call ran past its limit; the process tree was killed.
+        """
+        ...
+
+    def run(
+        self,
+        argv: list[str],
+        stdin: bytes = b"",
+        *,
+        timeout: float,
+        cpu_seconds: float | None = None,
+        memory_mb: int | None = None,
+    ) -> ExecResult:
+        """Run a command in a fresh sandboxed process whose cwd holds the candidate's files.
+
+        Raises:
+            InfraError: The sandbox could not be started.
+        """
+        ...
+
+    @property
+    def workdir(self) -> Path:
+        """Directory (trusted-side path) that the sandboxed process sees as its cwd."""
+        ...
+
+    def remaining(self) -> float:
+        """Seconds left of this evaluation's wall-clock budget."""
+        ...
+
+
+@dataclass
+class ScoreOutcome:
+    """What a scorer returns for a valid candidate."""
+
+    score: float
+    """Combined score (must be finite)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """All reported metrics (finite)."""
+    candidate_seconds: float = 0.0
+    """Time spent inside candidate calls, for the phase breakdown."""
+
+
+class Scorer(ABC):
+    """Base class of a family's fixed, trusted scorer.
+
+    One instance is created per worker process and variant; ``prepare`` loads data once and
+    ``score`` is called once per candidate.
+    """
+
+    def __init__(self, variant: Variant, data_dir: Path) -> None:
+        """Bind the scorer to a variant.
+
+        Args:
+            variant: The resolved variant (parameters in ``variant.scorer_params``).
+            data_dir: Cache directory holding this family's downloaded data.
+        """
+        self.variant = variant
+        self.params = dict(variant.scorer_params)
+        self.data_dir = data_dir
+
+    def prepare(self) -> None:  # noqa: B027 - optional hook
+        """Load or generate the variant's inputs (trusted side). Called once per worker.
+
+        Raises:
+            DataMissingError: If required data has not been fetched.
+        """
+
+    @abstractmethod
+    def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
+        """Run and score one candidate.
+
+        Raises:
+            CandidateInvalid: The output breaks a task rule (the message names it).
+            CandidateError: Propagated from the runtime.
+            CandidateTimeout: Propagated from the runtime.
+        """
+
+
+def require_finite(name: str, value: float) -> float:
+    """Return ``value`` as float, or raise :class:`CandidateInvalid` if it is NaN or infinite.
+
+    Raises:
+        CandidateInvalid: If ``value`` is not a finite real number.
+    """
+    try:
+        x = float(value)
+    except (TypeError, ValueError) as e:
+        raise CandidateInvalid(f"{name} is not a number: {value!r}") from e
+    if not math.isfinite(x):
+        raise CandidateInvalid(f"{name} is not finite ({x})")
+    return x
