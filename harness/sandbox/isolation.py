@@ -1,0 +1,310 @@
+"""How a sandboxed candidate process is started on this machine: bubblewrap, rlimits, clean env.
+
+Preferred: bubblewrap (``bwrap``) with fresh network, PID, IPC and UTS namespaces, an empty root
+holding read-only binds of the system and Python directories only (no repository, no data cache,
+no results, no home), tmpfs scratch, and, when the harness runs as root, a switch to an
+unprivileged uid with every capability dropped. Without bwrap the candidate still runs in its own
+session with rlimits and a scrubbed environment, in network/PID namespaces when ``unshare`` works,
+and a warning says that file-system isolation is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from harness.envs.manifest import Hardware
+
+log = logging.getLogger(__name__)
+
+SHIM_DIR_IN_SANDBOX = "/opt/evobench-shim"
+SANDBOX_WORKDIR = "/sandbox"
+UNPRIVILEGED_UID_BASE = 61000
+_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TZ")
+
+
+@dataclass(frozen=True)
+class IsolationInfo:
+    """What isolation is available here."""
+
+    level: str
+    """``bwrap`` (full), ``unshare`` (namespaces, no file-system isolation) or ``none``."""
+    drops_uid: bool
+    """Whether candidates run under an unprivileged uid."""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    """Human-readable gaps, logged once per process."""
+
+
+def _works(cmd: list[str]) -> bool:
+    try:
+        return subprocess.run(cmd, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@cache
+def detect_isolation() -> IsolationInfo:
+    """Probe bwrap / unshare once per process and log what is missing."""
+    root = os.geteuid() == 0
+    if os.environ.get("EVOBENCH_NO_BWRAP") != "1" and shutil.which("bwrap"):
+        probe = [
+            "bwrap",
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-net",
+            "--unshare-pid",
+            "--die-with-parent",
+            "true",
+        ]
+        if _works(probe):
+            return IsolationInfo("bwrap", drops_uid=True)
+    warnings = [
+        "bubblewrap (bwrap) is unavailable: candidates can read any file this user can read; "
+        "install it (Debian: apt-get install bubblewrap) for file-system isolation"
+    ]
+    unshare = (
+        ["unshare", "--net", "--pid", "--fork", "--kill-child"]
+        if root
+        else ["unshare", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]
+    )
+    if shutil.which("unshare") and _works([*unshare, "true"]):
+        info = IsolationInfo(
+            "unshare", drops_uid=False, warnings=(*warnings, "candidates keep this user's uid")
+        )
+    else:
+        info = IsolationInfo(
+            "none",
+            drops_uid=False,
+            warnings=(*warnings, "no network namespace: candidates can reach the network"),
+        )
+    for w in info.warnings:
+        log.warning("sandbox: %s", w)
+    return info
+
+
+def shim_dir() -> Path:
+    """Directory of ``shim.py`` and ``wire.py`` on the trusted side."""
+    return Path(__file__).resolve().parent
+
+
+def candidate_env(cpus: float, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """An allow-listed environment for candidates: no keys, tokens or credentials can pass."""
+    threads = str(max(1, int(cpus)))
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": SANDBOX_WORKDIR,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "OPENBLAS_NUM_THREADS": threads,
+    }
+    env.update({k: os.environ[k] for k in _PASS_THROUGH if k in os.environ})
+    env.update(extra or {})
+    return env
+
+
+def rlimits(hw: Hardware, cpu_seconds: float | None = None, memory_mb: int | None = None) -> dict[str, int]:
+    """Resource limits (``resource`` names -> value) for one candidate process tree."""
+    lim = {
+        "RLIMIT_AS": (memory_mb or hw.memory_mb) * 1024 * 1024,
+        "RLIMIT_FSIZE": hw.file_mb * 1024 * 1024,
+        "RLIMIT_CORE": 0,
+    }
+    if os.geteuid() == 0 and detect_isolation().drops_uid:
+        # Counted per real uid: only meaningful once the candidate has its own uid.
+        lim["RLIMIT_NPROC"] = hw.pids
+    if cpu_seconds is not None:
+        lim["RLIMIT_CPU"] = max(1, int(cpu_seconds + 0.999))
+    return lim
+
+
+def preexec(limits: dict[str, int]) -> Callable[[], None]:
+    """A ``preexec_fn`` applying rlimits in the child before exec (bwrap inherits them)."""
+
+    def _apply() -> None:
+        for name, value in limits.items():
+            if name == "RLIMIT_NPROC":
+                continue  # applied after the uid switch, by setpriv's caller below
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+    return _apply
+
+
+def _python_roots() -> list[Path]:
+    roots = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.exec_prefix)}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            roots.add(Path(p))
+    return [r.resolve() for r in roots if r.exists()]
+
+
+def hidden_paths() -> list[Path]:
+    """Paths a candidate must never see, masked with tmpfs when a bind would expose them."""
+    import environments
+    from harness.envs.data import data_root
+
+    paths = [
+        Path(environments.__file__).resolve().parent,
+        Path(__file__).resolve().parents[1],
+        data_root(),
+        Path.home(),
+        Path.cwd() / "results",
+    ]
+    for var in ("EVOBENCH_RESULTS", "EVOBENCH_LEADERBOARDS"):
+        if os.environ.get(var):
+            paths.append(Path(os.environ[var]))
+    return [p.resolve() for p in paths]
+
+
+class _Layout:
+    """Builds bind arguments, creating parent directories 0755 (bwrap would make them 0700)."""
+
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self._made: set[str] = {"/", "/tmp", "/dev", "/proc", "/dev/shm"}
+        self._bound: list[str] = []
+
+    def _parents(self, dest: str) -> None:
+        parts = Path(dest).parts
+        for i in range(2, len(parts)):
+            d = str(Path(*parts[:i]))
+            if d in self._made or any(Path(d).is_relative_to(b) for b in self._bound):
+                continue
+            self.args += ["--perms", "0755", "--dir", d]
+            self._made.add(d)
+
+    def bind(self, flag: str, src: str, dest: str) -> None:
+        self._parents(dest)
+        self.args += [flag, src, dest]
+        self._bound.append(dest)
+        self._made.add(dest)
+
+    def symlink(self, target: str, dest: str) -> None:
+        self.args += ["--symlink", target, dest]
+        self._made.add(dest)
+
+
+def _bind_args(layout: _Layout, extra_ro: list[Path]) -> None:
+    for d in ("/usr", "/etc", "/opt/wheels"):
+        if os.path.isdir(d):
+            layout.bind("--ro-bind", d, d)
+    for d in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(d):
+            layout.symlink(os.readlink(d), d)
+        elif os.path.isdir(d):
+            layout.bind("--ro-bind", d, d)
+    layout.bind("--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu")
+    bound = sorted({*_python_roots(), *extra_ro}, key=lambda p: len(str(p)))
+    for r in bound:
+        if not any(r.is_relative_to(b) and r != b for b in bound):
+            layout.bind("--ro-bind", str(r), str(r))
+    for h in hidden_paths():
+        if h.exists() and any(h.is_relative_to(b) for b in bound):
+            layout.args += ["--tmpfs", str(h)]
+
+
+def bwrap_prefix(*, workdir: Path | None, uid: int, extra_ro: list[Path] | None = None) -> list[str]:
+    """The ``bwrap ... --`` prefix for one sandboxed process.
+
+    Args:
+        workdir: Host directory bound read-write at ``/sandbox`` (None: an empty tmpfs there).
+        uid: Unprivileged uid to switch to when running as root.
+        extra_ro: More host paths to bind read-only at the same place.
+    """
+    args = [
+        "bwrap",
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+    ]
+    # Scratch mounts first: a later bind (e.g. a venv under /tmp) must stay visible on top of them.
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+    ]
+    layout = _Layout()
+    _bind_args(layout, list(extra_ro or []))
+    if workdir is not None:
+        layout.bind("--bind", str(workdir), SANDBOX_WORKDIR)
+    else:
+        layout.args += ["--perms", "0777", "--tmpfs", SANDBOX_WORKDIR]
+    for f in ("shim.py", "wire.py"):
+        layout.bind("--ro-bind", str(shim_dir() / f), f"{SHIM_DIR_IN_SANDBOX}/{f}")
+    args += layout.args
+    args += ["--chdir", SANDBOX_WORKDIR]
+    if os.geteuid() == 0:
+        args += [
+            "--",
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+        ]
+    else:
+        args += ["--cap-drop", "ALL", "--"]
+    return args
+
+
+def sandbox_command(
+    argv: list[str],
+    *,
+    workdir: Path | None,
+    uid: int,
+    hw: Hardware,
+    extra_ro: list[Path] | None = None,
+    nproc: int | None = None,
+) -> list[str]:
+    """Wrap ``argv`` for the best isolation available (see module docstring).
+
+    ``argv[0]`` may be ``{python}`` (the current interpreter) and paths may use ``{shim}``.
+    """
+    info = detect_isolation()
+    py = sys.executable
+    if info.level == "bwrap":
+        shim = SHIM_DIR_IN_SANDBOX
+        argv = [a.replace("{python}", py).replace("{shim}", shim) for a in argv]
+        prefix = bwrap_prefix(workdir=workdir, uid=uid, extra_ro=extra_ro)
+        if nproc is not None and os.geteuid() == 0:
+            prefix += ["prlimit", f"--nproc={nproc}", "--"]
+        return prefix + argv
+    argv = [a.replace("{python}", py).replace("{shim}", str(shim_dir())) for a in argv]
+    if info.level == "unshare":
+        root = os.geteuid() == 0
+        pre = ["unshare", "--net", "--pid", "--fork", "--kill-child"]
+        if not root:
+            pre.insert(1, "--map-root-user")
+        return [*pre, "--", *argv]
+    return argv

@@ -1,0 +1,145 @@
+"""The embedded default backend: trusted scorers in worker processes, candidates in local sandboxes."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from harness.envs.registry import Variant
+from harness.evaluation.result import EvalResult, Status, program_sha256
+
+from .base import Sandbox
+from .isolation import detect_isolation
+from .worker import EvalJob, Mode, init_worker, run_job
+
+log = logging.getLogger(__name__)
+
+
+class LocalBackend(Sandbox):
+    """Evaluate on this machine with ``workers`` trusted worker processes.
+
+    Each worker process hosts the trusted scorers and, in ``warm`` mode, a zygote sandbox that has
+    imported numpy and torch and forks one fresh unprivileged child per candidate. In ``cold`` mode
+    every candidate gets a brand-new sandboxed interpreter. Infra failures (a worker process
+    dying) are retried with backoff; candidate failures never are.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        mode: Mode = "warm",
+        *,
+        infra_retries: int = 2,
+        env_root: str | None = None,
+        prewarm: tuple[str, ...] = (),
+    ) -> None:
+        """Create the backend (worker processes start on first use).
+
+        Args:
+            workers: Parallel evaluations (default: number of cores).
+            mode: ``warm`` (zygote fork per candidate) or ``cold`` (fresh interpreter per candidate).
+            infra_retries: Extra attempts after an infra error.
+            env_root: Environments directory (None: installed package).
+            prewarm: Variant ids whose scorers and zygotes each worker starts at once.
+        """
+        self.workers = workers or os.cpu_count() or 1
+        self.mode: Mode = mode
+        self.infra_retries = infra_retries
+        self.env_root = env_root
+        self.prewarm = prewarm
+        self.isolation = detect_isolation()
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("backend is closed")
+            if self._pool is None:
+                ctx = mp.get_context("spawn")
+                slots = ctx.Queue()
+                for i in range(self.workers):
+                    slots.put(i)
+                self._pool = ProcessPoolExecutor(
+                    self.workers,
+                    mp_context=ctx,
+                    initializer=init_worker,
+                    initargs=(slots, self.prewarm, self.env_root),
+                )
+            return self._pool
+
+    def _reset_pool(self, broken: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is broken:
+                broken.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+
+    def submit(self, variant: Variant, source: str) -> Future[EvalResult]:
+        """Queue one evaluation; the future resolves to an ``EvalResult`` (never raises)."""
+        job = EvalJob(variant.id, source, self.mode, self.env_root)
+        out: Future[EvalResult] = Future()
+        self._attempt(job, variant, out, attempt=1)
+        return out
+
+    def _attempt(self, job: EvalJob, variant: Variant, out: Future[EvalResult], attempt: int) -> None:
+        try:
+            pool = self._get_pool()
+            fut = pool.submit(run_job, job, self.name)
+        except (RuntimeError, BrokenProcessPool) as e:
+            out.set_result(self._infra(variant, job, f"could not submit: {e}", attempt))
+            return
+
+        def done(f: Future[EvalResult]) -> None:
+            try:
+                res = f.result()
+                error = ""
+            except BrokenProcessPool as e:
+                self._reset_pool(pool)
+                res, error = None, f"worker process died: {e}"
+            except Exception as e:  # noqa: BLE001 - anything else from the pool is infra
+                res, error = None, f"worker failed: {e!r}"
+            if res is not None and res.status is not Status.INFRA_ERROR:
+                out.set_result(res.model_copy(update={"attempts": attempt}))
+                return
+            reason = res.reason if res is not None else error
+            if attempt <= self.infra_retries and not self._closed:
+                log.warning("infra error on attempt %d, retrying: %s", attempt, reason.splitlines()[0][:200])
+                delay = 0.5 * 2 ** (attempt - 1)
+                threading.Timer(delay, self._attempt, args=(job, variant, out, attempt + 1)).start()
+                return
+            out.set_result(
+                res.model_copy(update={"attempts": attempt})
+                if res is not None
+                else self._infra(variant, job, reason, attempt)
+            )
+
+        fut.add_done_callback(done)
+
+    def _infra(self, variant: Variant, job: EvalJob, reason: str, attempts: int) -> EvalResult:
+        return EvalResult(
+            status=Status.INFRA_ERROR,
+            reason=reason,
+            env_id=variant.id,
+            env_version=variant.version,
+            env_hash=variant.hash,
+            program_sha256=program_sha256(job.source),
+            backend=self.name,
+            attempts=attempts,
+        )
+
+    def close(self) -> None:
+        """Shut the worker pool down; workers kill their sandboxes as they exit."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+            time.sleep(0)

@@ -1,0 +1,293 @@
+"""Trusted-side handles on sandboxed processes: capped output capture, cold launch, warm zygote."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from harness.envs.manifest import Hardware
+from harness.evaluation.errors import InfraError
+
+from . import wire
+from .isolation import candidate_env, preexec, rlimits, sandbox_command
+
+READY_TIMEOUT_S = 60.0
+
+
+class CappedReader:
+    """Drains a pipe on a thread, keeping at most ``cap`` trailing bytes (the rest is counted)."""
+
+    def __init__(self, stream: IO[bytes] | int, cap: int) -> None:
+        self._fd = stream if isinstance(stream, int) else stream.fileno()
+        self._file = None if isinstance(stream, int) else stream
+        self.cap = cap
+        self.buf = bytearray()
+        self.total = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self._fd, 1 << 16)
+                if not chunk:
+                    break
+                self.total += len(chunk)
+                self.buf += chunk
+                if len(self.buf) > 2 * self.cap:
+                    del self.buf[: len(self.buf) - self.cap]
+        except OSError:
+            pass
+        finally:
+            try:
+                if self._file is not None:
+                    self._file.close()
+                else:
+                    os.close(self._fd)
+            except OSError:
+                pass
+
+    def tail(self, wait: float = 0.5) -> bytes:
+        """The kept trailing bytes (waits briefly for the writer to finish)."""
+        self._thread.join(wait)
+        return bytes(self.buf[-self.cap :])
+
+    @property
+    def truncated(self) -> bool:
+        """Whether output beyond the cap was discarded."""
+        return self.total > self.cap
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process started with ``start_new_session`` and its whole group, then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a SIGKILLed process always exits
+        pass
+
+
+@dataclass
+class CandidateConnection:
+    """A live ``shim serve`` process: its socket and capped stdout / stderr."""
+
+    sock: socket.socket
+    """Request / reply socket."""
+    stdout: CappedReader
+    """Captured stdout."""
+    stderr: CappedReader
+    """Captured stderr."""
+    proc: subprocess.Popen[bytes] | None = None
+    """The process (cold mode); None for a zygote child."""
+    closed: bool = field(default=False)
+    """Whether it has been shut down."""
+
+    def request(self, msg: Any, timeout: float) -> Any:
+        """Send one request and wait for its reply.
+
+        Raises:
+            TimeoutError: No reply in time.
+            EOFError: The process died or closed the socket.
+            wire.WireError: The reply was malformed.
+        """
+        self.sock.settimeout(max(timeout, 1e-3))
+        wire.send_message(self.sock, msg)
+        return wire.recv_message(self.sock)
+
+    def exit_info(self) -> str:
+        """Describe how the process ended, if known."""
+        if self.proc is None:
+            return "the candidate process ended"
+        try:
+            rc = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "the candidate process stopped answering"
+        if rc < 0:
+            return f"the candidate process was killed by signal {signal.Signals(-rc).name}"
+        return f"the candidate process exited with code {rc}"
+
+
+def _serve_argv() -> list[str]:
+    return ["{python}", "-I", "{shim}/shim.py"]
+
+
+def launch_cold(hw: Hardware, uid: int, workdir: Path, output_cap: int) -> CandidateConnection:
+    """Start a fresh sandboxed ``shim serve`` process (one per candidate).
+
+    Raises:
+        InfraError: If the sandbox does not start or never reports ready.
+    """
+    parent, child = socket.socketpair()
+    lim = rlimits(hw)
+    cmd = sandbox_command(
+        [*_serve_argv(), "serve", str(child.fileno())],
+        workdir=workdir,
+        uid=uid,
+        hw=hw,
+        nproc=lim.get("RLIMIT_NPROC"),
+    )
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(child.fileno(),),
+            env=candidate_env(hw.cpus),
+            cwd=workdir,
+            start_new_session=True,
+            preexec_fn=preexec(lim),
+        )
+    except OSError as e:
+        raise InfraError(f"could not start the sandbox: {e}") from e
+    finally:
+        child.close()
+    assert proc.stdout is not None and proc.stderr is not None
+    conn = CandidateConnection(
+        parent, CappedReader(proc.stdout, output_cap), CappedReader(proc.stderr, output_cap), proc
+    )
+    _await_ready(conn, lambda: kill_group(proc))
+    return conn
+
+
+def _await_ready(conn: CandidateConnection, kill: Any) -> None:
+    conn.sock.settimeout(READY_TIMEOUT_S)
+    try:
+        msg = wire.recv_message(conn.sock)
+        if not (isinstance(msg, dict) and msg.get("type") == "ready"):
+            raise wire.WireError("unexpected first message")
+    except (OSError, EOFError, wire.WireError) as e:
+        kill()
+        detail = conn.stderr.tail().decode(errors="replace")[-1500:]
+        raise InfraError(f"sandbox did not start ({type(e).__name__}: {e}); stderr: {detail}") from e
+
+
+class Zygote:
+    """A long-lived sandbox that has pre-imported heavy modules and forks one child per candidate.
+
+    Every child starts from the same never-used state; after each candidate the zygote kills every
+    other process in its PID namespace and wipes ``/sandbox``, ``/tmp`` and ``/dev/shm``, so nothing
+    leaks from one candidate to the next. On a timeout or any anomaly the whole sandbox is killed
+    and restarted.
+    """
+
+    def __init__(self, hw: Hardware, uid: int, preload: tuple[str, ...], output_cap: int) -> None:
+        """Remember the settings; the sandbox starts on first use."""
+        self.hw, self.uid, self.preload, self.output_cap = hw, uid, preload, output_cap
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctrl: socket.socket | None = None
+        self._log: CappedReader | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the zygote sandbox is running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the zygote sandbox.
+
+        Raises:
+            InfraError: If it does not start.
+        """
+        self.stop()
+        parent, child = socket.socketpair()
+        lim = rlimits(self.hw)
+        lim.pop("RLIMIT_AS")  # the zygote holds the pre-imported modules; each child gets the limit
+        cmd = sandbox_command(
+            [*_serve_argv(), "zygote", str(child.fileno()), ",".join(self.preload)],
+            workdir=None,
+            uid=self.uid,
+            hw=self.hw,
+        )
+        try:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(child.fileno(),),
+                env=candidate_env(self.hw.cpus),
+                start_new_session=True,
+                preexec_fn=preexec(lim),
+            )
+        except OSError as e:
+            raise InfraError(f"could not start the warm sandbox: {e}") from e
+        finally:
+            child.close()
+        assert self._proc.stderr is not None
+        self._ctrl = parent
+        self._log = CappedReader(self._proc.stderr, 8192)
+        conn = CandidateConnection(parent, self._log, self._log, self._proc)
+        _await_ready(conn, self.stop)
+
+    def stop(self) -> None:
+        """Kill the zygote sandbox and everything in it."""
+        if self._proc is not None:
+            kill_group(self._proc)
+        if self._ctrl is not None:
+            self._ctrl.close()
+        self._proc = self._ctrl = None
+
+    def spawn(self, timeout: float = 10.0) -> CandidateConnection:
+        """Fork a fresh child and connect to it.
+
+        Raises:
+            InfraError: If the zygote does not answer (it is then stopped).
+        """
+        if not self.alive:
+            self.start()
+        assert self._ctrl is not None
+        lim = rlimits(self.hw)
+        limits = {k: v for k, v in lim.items()}
+        try:
+            self._ctrl.settimeout(timeout)
+            wire.send_message(
+                self._ctrl, {"op": "spawn", "env": candidate_env(self.hw.cpus), "limits": limits}
+            )
+            _, fds, _, _ = socket.recv_fds(self._ctrl, 1, 3)
+            reply = wire.recv_message(self._ctrl)
+            if len(fds) != 3 or not (isinstance(reply, dict) and reply.get("type") == "spawned"):
+                raise wire.WireError("bad spawn reply")
+        except (OSError, EOFError, wire.WireError) as e:
+            self.stop()
+            raise InfraError(f"warm sandbox failed to fork a candidate: {e}") from e
+        conn = CandidateConnection(
+            socket.socket(fileno=fds[0]),
+            CappedReader(fds[1], self.output_cap),
+            CappedReader(fds[2], self.output_cap),
+        )
+        conn.sock.settimeout(timeout)
+        try:
+            first = wire.recv_message(conn.sock)
+            if not (isinstance(first, dict) and first.get("type") == "ready"):
+                raise wire.WireError("child did not report ready")
+        except (OSError, EOFError, wire.WireError) as e:
+            self.stop()
+            raise InfraError(f"warm sandbox child did not start: {e}") from e
+        return conn
+
+    def reap(self, timeout: float = 10.0) -> None:
+        """Kill every process but the zygote and wipe scratch space; restart on failure."""
+        if not self.alive or self._ctrl is None:
+            return
+        try:
+            self._ctrl.settimeout(timeout)
+            wire.send_message(self._ctrl, {"op": "reap"})
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                reply = wire.recv_message(self._ctrl)
+                if isinstance(reply, dict) and reply.get("type") == "reaped":
+                    return
+            raise TimeoutError("no reap reply")
+        except (OSError, EOFError, wire.WireError):
+            self.stop()

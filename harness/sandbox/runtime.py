@@ -1,0 +1,258 @@
+"""``CandidateRuntime`` implementation used by the trusted scorer inside a worker process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.envs.manifest import Hardware, Language
+from harness.evaluation.errors import CandidateError, CandidateTimeout, InfraError
+from harness.scoring.api import CallResult, ExecResult
+
+from . import wire
+from .isolation import candidate_env, preexec, rlimits, sandbox_command
+from .process import CandidateConnection, CappedReader, Zygote, kill_group, launch_cold
+
+_REASON_CAP = 2000
+
+
+class SandboxedCandidate:
+    """One candidate program under evaluation, seen from the trusted side.
+
+    Python candidates are loaded lazily on the first :meth:`call` into a sandboxed process (a fresh
+    one in cold mode, a fresh fork of the worker's zygote in warm mode). :meth:`run` starts a fresh
+    sandboxed process per command with :attr:`workdir` bound at ``/sandbox``.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        language: Language,
+        filename: str,
+        hw: Hardware,
+        deadline: float,
+        uid: int,
+        zygote: Zygote | None,
+    ) -> None:
+        """Prepare (but do not start) the sandbox for one candidate."""
+        self._source = source
+        self.language = language
+        self.filename = filename
+        self.hw = hw
+        self.deadline = deadline
+        self.uid = uid
+        self.zygote = zygote
+        self._workdir = Path(tempfile.mkdtemp(prefix="evobench-cand-"))
+        os.chmod(self._workdir, 0o777)  # the unprivileged sandbox uid writes build outputs here
+        self._conn: CandidateConnection | None = None
+        self._out_cap = hw.output_kb * 1024
+        self.setup_seconds = 0.0
+        self.candidate_seconds = 0.0
+        self.stdout_tail = b""
+        self.stderr_tail = b""
+        self._killed_sandbox = False
+
+    # -- CandidateRuntime -------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """The candidate's program text."""
+        return self._source
+
+    @property
+    def workdir(self) -> Path:
+        """Host directory seen as ``/sandbox`` by :meth:`run` processes."""
+        return self._workdir
+
+    def remaining(self) -> float:
+        """Seconds left before the evaluation's deadline."""
+        return self.deadline - time.monotonic()
+
+    def call(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+        """Call a candidate function in the sandbox (see ``CandidateRuntime.call``).
+
+        Raises:
+            CandidateError: The candidate raised, crashed or sent a malformed reply.
+            CandidateTimeout: The call overran; the sandbox was killed.
+            InfraError: The sandbox could not be started.
+        """
+        conn = self._connect()
+        limit = min(timeout if timeout is not None else self.remaining(), self.remaining())
+        if limit <= 0:
+            raise CandidateTimeout("evaluation time budget exhausted before the call")
+        t0 = time.perf_counter()
+        try:
+            reply = conn.request({"op": "call", "fn": function, "args": list(args)}, limit)
+        except TimeoutError:
+            self._kill()
+            raise CandidateTimeout(
+                f"{function}() did not return within {limit:.1f} s; process tree killed"
+            ) from None
+        except EOFError:
+            info = conn.exit_info()
+            self._kill()
+            raise CandidateError(f"{function}(): {info}{self._mem_hint(info)}") from None
+        except wire.WireError as e:
+            self._kill()
+            raise CandidateError(f"{function}() returned a malformed reply: {e}") from None
+        except OSError as e:
+            self._kill()
+            raise CandidateError(f"{function}(): connection to the candidate failed: {e}") from None
+        seconds = time.perf_counter() - t0
+        self.candidate_seconds += seconds
+        return CallResult(self._unwrap(reply, function), seconds)
+
+    def run(
+        self,
+        argv: list[str],
+        stdin: bytes = b"",
+        *,
+        timeout: float,
+        cpu_seconds: float | None = None,
+        memory_mb: int | None = None,
+    ) -> ExecResult:
+        """Run a command in a fresh sandboxed process (see ``CandidateRuntime.run``).
+
+        Raises:
+            InfraError: The sandbox could not be started.
+        """
+        timeout = min(timeout, max(self.remaining(), 0.0))
+        lim = rlimits(self.hw, cpu_seconds=cpu_seconds, memory_mb=memory_mb)
+        cmd = sandbox_command(
+            argv, workdir=self._workdir, uid=self.uid, hw=self.hw, nproc=lim.get("RLIMIT_NPROC")
+        )
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=candidate_env(self.hw.cpus),
+                cwd=self._workdir,
+                start_new_session=True,
+                preexec_fn=preexec(lim),
+            )
+        except OSError as e:
+            raise InfraError(f"could not start the sandbox: {e}") from e
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        out, err = CappedReader(proc.stdout, self._out_cap), CappedReader(proc.stderr, self._out_cap)
+        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
+        timed_out, limit = False, ""
+        try:
+            _, status, usage = _wait4(proc, timeout)
+        except TimeoutError:
+            kill_group(proc)
+            timed_out, limit, status, usage = True, "wall", -9, None
+        seconds = time.perf_counter() - t0
+        self.candidate_seconds += seconds
+        rc: int | None = os.waitstatus_to_exitcode(status) if not timed_out else None
+        if rc is not None and rc < 0 and -rc in (signal.SIGXCPU, signal.SIGKILL) and cpu_seconds is not None:
+            used = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+            if used >= cpu_seconds * 0.95:
+                timed_out, limit, rc = True, "cpu", None
+        if out.truncated or err.truncated:
+            limit = limit or "output"
+        cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else float("nan")
+        return ExecResult(rc, out.tail(), err.tail(), seconds, cpu, timed_out, limit)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def _connect(self) -> CandidateConnection:
+        if self._conn is not None:
+            return self._conn
+        t0 = time.perf_counter()
+        if self.zygote is not None:
+            conn = self.zygote.spawn()
+        else:
+            conn = launch_cold(self.hw, self.uid, self._workdir, self._out_cap)
+        self._conn = conn
+        limit = self.remaining()
+        try:
+            reply = conn.request({"op": "load", "source": self._source, "filename": self.filename}, limit)
+        except TimeoutError:
+            self._kill()
+            raise CandidateTimeout(f"loading the program did not finish within {limit:.1f} s") from None
+        except (EOFError, OSError, wire.WireError) as e:
+            info = conn.exit_info() if isinstance(e, EOFError) else str(e)
+            self._kill()
+            raise CandidateError(f"loading the program failed: {info}") from None
+        finally:
+            self.setup_seconds += time.perf_counter() - t0
+        self._unwrap(reply, "import")
+        return conn
+
+    def _unwrap(self, reply: Any, what: str) -> Any:
+        if not isinstance(reply, dict) or reply.get("type") not in ("result", "loaded", "error"):
+            self._kill()
+            raise CandidateError(f"{what}: unexpected reply from the candidate process")
+        if reply["type"] == "error":
+            msg = f"{what} raised {reply.get('exc')}: {reply.get('message')}"
+            tb = str(reply.get("traceback", ""))
+            raise CandidateError((msg + "\n" + tb)[-_REASON_CAP:] if tb else msg[:_REASON_CAP])
+        return reply.get("value")
+
+    def _mem_hint(self, info: str) -> str:
+        return f" (memory limit {self.hw.memory_mb} MiB)" if "SIGKILL" in info or "SIGSEGV" in info else ""
+
+    def _kill(self) -> None:
+        """Kill the candidate's whole sandbox (a warm zygote is restarted on next use)."""
+        if self._conn is not None:
+            self._collect_output()
+            if self._conn.proc is not None:
+                kill_group(self._conn.proc)
+            self._conn.sock.close()
+        if self.zygote is not None and self._conn is not None:
+            self.zygote.stop()
+        self._killed_sandbox = True
+
+    def _collect_output(self) -> None:
+        if self._conn is not None:
+            self.stdout_tail = self._conn.stdout.tail(0.2)
+            self.stderr_tail = self._conn.stderr.tail(0.2)
+
+    def close(self) -> None:
+        """End the candidate: kill its processes, reap a warm zygote, delete the work directory."""
+        conn = self._conn
+        if conn is not None and not self._killed_sandbox:
+            if conn.proc is not None:
+                kill_group(conn.proc)
+            conn.sock.close()
+            if self.zygote is not None:
+                self.zygote.reap()
+            self._collect_output()
+        self._conn = None
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+
+def _feed(pipe: Any, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, int, Any]:
+    """Wait for ``proc`` with a timeout and return (pid, status, rusage) of it and its children."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return pid, status, usage
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)

@@ -1,0 +1,215 @@
+"""Candidate-side server, run inside the sandbox (untrusted territory).
+
+Modes:
+  ``serve FD``   load one candidate program and answer calls over the socket FD;
+  ``zygote FD``  pre-import heavy modules once, then fork a fresh child per candidate
+                 (each child runs ``serve`` on a new socket passed back with SCM_RIGHTS),
+                 and after each candidate kill every other process and wipe scratch space.
+
+Imports only the standard library, numpy and ``wire`` (next to this file); nothing here is
+secret, the candidate may read it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import resource
+import signal
+import socket
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wire  # noqa: E402
+
+SCRATCH_DIRS = ("/sandbox", "/tmp", "/dev/shm")
+_TB_LIMIT = 4000
+
+
+def _error_reply(kind: str, exc: BaseException) -> dict:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {
+        "type": "error",
+        "kind": kind,
+        "exc": type(exc).__name__,
+        "message": str(exc)[:_TB_LIMIT],
+        "traceback": tb[-_TB_LIMIT:],
+    }
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer ``load`` / ``call`` / ``exit`` requests until the peer closes."""
+    module = None
+    wire.send_message(sock, {"type": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            req = wire.recv_message(sock)
+        except EOFError:
+            os._exit(0)
+        op = req.get("op") if isinstance(req, dict) else None
+        if op == "load":
+            try:
+                path = os.path.join(os.getcwd(), req["filename"])
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(req["source"])
+                spec = importlib.util.spec_from_file_location("candidate", path)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules["candidate"] = module
+                spec.loader.exec_module(module)
+                reply = {"type": "loaded"}
+            except BaseException as e:  # noqa: BLE001 - report anything the candidate raises
+                reply = _error_reply("load", e)
+        elif op == "call":
+            try:
+                fn = getattr(module, req["fn"], None)
+                if not callable(fn):
+                    raise AttributeError(f"candidate has no function {req['fn']!r}")
+                value = fn(*req["args"])
+                payload = wire.encode({"type": "result", "value": value})
+            except BaseException as e:  # noqa: BLE001
+                payload = wire.encode(_error_reply("call", e))
+            sock.sendall(wire._LEN.pack(len(payload)) + payload)
+            continue
+        elif op == "exit":
+            os._exit(0)
+        else:
+            reply = {
+                "type": "error",
+                "kind": "protocol",
+                "exc": "ProtocolError",
+                "message": f"bad op {op!r}",
+                "traceback": "",
+            }
+        wire.send_message(sock, reply)
+
+
+def _apply_limits(limits: dict) -> None:
+    for name, value in limits.items():
+        res = getattr(resource, name)
+        resource.setrlimit(res, (int(value), int(value)))
+
+
+def _set_nondumpable() -> None:
+    # A non-dumpable process cannot be ptraced, nor its /proc/<pid>/mem read, by same-uid processes.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except OSError:
+        pass
+
+
+def _wipe(path: str, dev: int | None = None) -> None:
+    """Delete everything under ``path`` that lives on its file system (never descend into mounts)."""
+    try:
+        if dev is None:
+            dev = os.lstat(path).st_dev
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if st.st_dev != dev:
+                continue  # a read-only bind (e.g. a venv under /tmp): not scratch
+            if entry.is_dir(follow_symlinks=False):
+                _wipe(entry.path, dev)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def _kill_others() -> None:
+    me = os.getpid()
+    for _ in range(5):
+        found = False
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in (1, me):
+                found = True
+                try:
+                    os.kill(int(name), signal.SIGKILL)
+                except OSError:
+                    pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        if not found:
+            return
+
+
+def zygote(ctrl: socket.socket, preload: list[str]) -> None:
+    """Pre-import modules, then fork one fresh child per ``spawn`` request."""
+    for name in preload:
+        if name:
+            importlib.import_module(name)
+    _set_nondumpable()
+    counter = 0
+    wire.send_message(ctrl, {"type": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            req = wire.recv_message(ctrl)
+        except EOFError:
+            os._exit(0)
+        op = req.get("op")
+        if op == "spawn":
+            counter += 1
+            parent_end, child_end = socket.socketpair()
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    ctrl.close()
+                    parent_end.close()
+                    os.close(out_r)
+                    os.close(err_r)
+                    os.dup2(out_w, 1)
+                    os.dup2(err_w, 2)
+                    workdir = f"/sandbox/c{counter}"
+                    os.mkdir(workdir, 0o700)
+                    os.chdir(workdir)
+                    os.environ.clear()
+                    os.environ.update(req["env"])
+                    os.setsid()
+                    _apply_limits(req["limits"])
+                    serve(child_end)
+                finally:
+                    os._exit(70)
+            child_end.close()
+            os.close(out_w)
+            os.close(err_w)
+            socket.send_fds(ctrl, [b"F"], [parent_end.fileno(), out_r, err_r])
+            parent_end.close()
+            os.close(out_r)
+            os.close(err_r)
+            wire.send_message(ctrl, {"type": "spawned", "pid": pid})
+        elif op == "reap":
+            _kill_others()
+            for d in SCRATCH_DIRS:
+                _wipe(d)
+            wire.send_message(ctrl, {"type": "reaped"})
+        else:
+            os._exit(0)
+
+
+def main() -> None:
+    """Entry point: ``python -I shim.py serve|zygote FD [preload,modules]``."""
+    mode, fd = sys.argv[1], int(sys.argv[2])
+    sock = socket.socket(fileno=fd)
+    if mode == "serve":
+        serve(sock)
+    elif mode == "zygote":
+        zygote(sock, sys.argv[3].split(",") if len(sys.argv) > 3 else [])
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main()

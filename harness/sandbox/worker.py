@@ -1,0 +1,198 @@
+"""Trusted evaluation of one candidate: runs in a worker process, owns the scorer and the clock."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Literal
+
+from harness.envs.data import DataMissingError, family_data_dir, require_data
+from harness.envs.manifest import Language
+from harness.envs.registry import Registry, Variant, default_registry
+from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome, InfraError
+from harness.evaluation.result import EvalResult, PhaseDurations, Status, program_sha256
+from harness.scoring.api import Scorer
+
+from .isolation import UNPRIVILEGED_UID_BASE
+from .process import Zygote
+from .runtime import SandboxedCandidate
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["cold", "warm"]
+_TAIL = 4096
+WARM_PRELOAD = ("numpy", "torch")
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """One evaluation request, small and picklable (sent to worker processes)."""
+
+    env_id: str
+    """Variant id."""
+    source: str
+    """Candidate program text."""
+    mode: Mode = "warm"
+    """``warm``: fork from a pre-imported zygote; ``cold``: fresh process per candidate."""
+    env_root: str | None = None
+    """Environments directory (None: the installed package)."""
+
+
+class WorkerState:
+    """Per-process caches: registry, prepared scorers and warm zygotes."""
+
+    def __init__(self, slot: int) -> None:
+        """Create empty caches for worker ``slot`` (which also picks its sandbox uid)."""
+        self.slot = slot
+        self.uid = UNPRIVILEGED_UID_BASE + slot
+        self._registries: dict[str | None, Registry] = {}
+        self._scorers: dict[tuple[str, str], Scorer] = {}
+        self._zygotes: dict[tuple[object, ...], Zygote] = {}
+
+    def registry(self, root: str | None) -> Registry:
+        """The registry for an environments directory (cached)."""
+        if root not in self._registries:
+            from pathlib import Path
+
+            self._registries[root] = default_registry() if root is None else Registry(Path(root))
+        return self._registries[root]
+
+    def scorer(self, variant: Variant) -> Scorer:
+        """A prepared scorer for the variant (cached per content hash).
+
+        Raises:
+            DataMissingError: If the variant's data has not been fetched.
+        """
+        key = (variant.id, variant.hash)
+        if key not in self._scorers:
+            data_dir = require_data(variant) if variant.data else family_data_dir(variant.family)
+            cls = variant.load_attr(variant.scorer_ref)
+            scorer = cls(variant, data_dir)
+            scorer.prepare()
+            self._scorers[key] = scorer
+        return self._scorers[key]
+
+    def zygote(self, variant: Variant) -> Zygote:
+        """The warm zygote for the variant's hardware spec (started lazily)."""
+        key = (variant.hardware,)
+        if key not in self._zygotes:
+            hw = variant.hardware
+            self._zygotes[key] = Zygote(hw, self.uid, WARM_PRELOAD, hw.output_kb * 1024)
+        return self._zygotes[key]
+
+    def close(self) -> None:
+        """Stop every zygote."""
+        for z in self._zygotes.values():
+            z.stop()
+        self._zygotes.clear()
+
+
+def _tail(b: bytes) -> str:
+    return b[-_TAIL:].decode("utf-8", errors="replace")
+
+
+def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalResult:
+    """Evaluate one candidate with the variant's trusted scorer; never raises for candidate faults.
+
+    Returns:
+        The typed result; any harness failure becomes ``infra_error`` with the reason.
+
+    Raises:
+        UnknownIdError: If the env id does not exist (a caller error, checked before submission).
+    """
+    t_start = time.perf_counter()
+    variant = state.registry(job.env_root).get(job.env_id)
+    sha = program_sha256(job.source)
+    base = {
+        "env_id": variant.id,
+        "env_version": variant.version,
+        "env_hash": variant.hash,
+        "program_sha256": sha,
+        "backend": backend,
+    }
+    durations = PhaseDurations()
+    cand: SandboxedCandidate | None = None
+    try:
+        scorer = state.scorer(variant)
+        deadline = time.monotonic() + variant.timeout_s
+        zygote = (
+            state.zygote(variant) if (job.mode == "warm" and variant.language is Language.PYTHON) else None
+        )
+        filename = "candidate.py" if variant.language is Language.PYTHON else "main.cpp"
+        cand = SandboxedCandidate(
+            job.source,
+            language=variant.language,
+            filename=filename,
+            hw=variant.hardware,
+            deadline=deadline,
+            uid=state.uid,
+            zygote=zygote,
+        )
+        t_score = time.perf_counter()
+        outcome = scorer.score(cand)
+        scoring = time.perf_counter() - t_score
+        if not math.isfinite(outcome.score) or not all(math.isfinite(v) for v in outcome.metrics.values()):
+            raise CandidateInvalid("the score or a metric is not finite")
+        status, score, metrics, reason = Status.OK, float(outcome.score), dict(outcome.metrics), ""
+    except EvaluationOutcome as e:
+        scoring = time.perf_counter() - t_start
+        status, score, metrics, reason = e.status, None, {}, e.reason
+    except DataMissingError as e:
+        scoring = 0.0
+        status, score, metrics, reason = Status.INFRA_ERROR, None, {}, str(e)
+    except Exception as e:  # noqa: BLE001 - a scorer bug must not be blamed on the candidate
+        scoring = time.perf_counter() - t_start
+        tb = traceback.format_exc(limit=6)
+        status, score, metrics, reason = Status.INFRA_ERROR, None, {}, f"scorer failed: {e!r}\n{tb}"[-_TAIL:]
+    finally:
+        if cand is not None:
+            try:
+                cand.close()
+            except Exception as e:  # noqa: BLE001
+                log.warning("cleanup failed: %s", e)
+    if cand is not None:
+        durations.setup = cand.setup_seconds
+        durations.candidate = cand.candidate_seconds
+        durations.score = max(0.0, scoring - cand.candidate_seconds - cand.setup_seconds)
+    durations.total = time.perf_counter() - t_start
+    return EvalResult(
+        status=status,
+        score=score,
+        metrics=metrics,
+        reason=reason,
+        stdout_tail=_tail(cand.stdout_tail) if cand else "",
+        stderr_tail=_tail(cand.stderr_tail) if cand else "",
+        durations=durations,
+        **base,
+    )
+
+
+# -- process-pool plumbing -------------------------------------------------------------------
+_STATE: WorkerState | None = None
+
+
+def init_worker(slot_queue: object, warm_env_ids: tuple[str, ...] = (), env_root: str | None = None) -> None:
+    """Process-pool initializer: claim a slot (uid) and pre-start zygotes / scorers."""
+    global _STATE
+    slot = slot_queue.get() if hasattr(slot_queue, "get") else os.getpid() % 1000
+    _STATE = WorkerState(int(slot))
+    for env_id in warm_env_ids:
+        try:
+            v = _STATE.registry(env_root).get(env_id)
+            _STATE.scorer(v)
+            if v.language is Language.PYTHON:
+                _STATE.zygote(v).start()
+        except (InfraError, DataMissingError, OSError) as e:
+            log.warning("could not pre-warm %s: %s", env_id, e)
+
+
+def run_job(job: EvalJob, backend: str = "local") -> EvalResult:
+    """Pool entry point: evaluate with this process's state."""
+    global _STATE
+    if _STATE is None:
+        _STATE = WorkerState(os.getpid() % 1000)
+    return evaluate(job, _STATE, backend)
