@@ -1,0 +1,132 @@
+"""Read-only and data commands: ``envs``, ``agents``, ``leaderboard``, ``data``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import tyro
+from rich.table import Table
+
+from harness.envs.data import ChecksumError, family_data_dir, fetch_source, sha256_file
+from harness.envs.registry import default_registry
+from harness.results.leaderboard import load_leaderboard, summarize
+
+from .console import console, err_console, fmt
+
+
+def envs(family: str | None = None, json_out: Annotated[bool, tyro.conf.arg(name="json")] = False) -> int:
+    """List environment variants with version, content hash and hardware.
+
+    Args:
+        family: Only this family (or the family of this variant id).
+        json_out: Print JSON instead of a table.
+    """
+    reg = default_registry()
+    variants = reg.family_of(family) if family else reg.variants()
+    if json_out:
+        rows = [{"id": v.id, "family": v.family, "version": v.version, "hash": v.hash, "tiny": v.tiny,
+                 "direction": v.direction.value, "timeout_s": v.timeout_s, "gpu": v.hardware.gpu,
+                 "gpu_count": v.hardware.gpu_count, "needs_data": [k for k, _ in v.data]} for v in variants]
+        print(json.dumps(rows, indent=2))
+        return 0
+    t = Table(title="evobench environments")
+    for col in ("id", "version", "hash", "direction", "timeout", "hardware", "data", "description"):
+        t.add_column(col, overflow="fold")
+    for v in variants:
+        hw = v.hardware
+        hw_s = f"{hw.cpus:g} cpu, {hw.memory_mb} MiB" + (f", {hw.gpu_count}x {hw.gpu}" if hw.gpu_count else "")
+        data = ", ".join(k for k, _ in v.data) or "synthetic"
+        tag = " (tiny)" if v.tiny else ""
+        t.add_row(v.id + tag, v.version, v.hash, v.direction.value, f"{v.timeout_s:g}s", hw_s, data,
+                  v.description[:90])
+    console.print(t)
+    return 0
+
+
+def agents() -> int:
+    """List agents, whether they use an LLM, and their configuration fields."""
+    from agents.registry import AGENTS
+
+    t = Table(title="evobench agents")
+    for col in ("id", "version", "LLM", "description", "config (field=default)"):
+        t.add_column(col, overflow="fold")
+    for name, cls in sorted(AGENTS.items()):
+        fields = ", ".join(f"{k}={f.default!r}" for k, f in cls.Config.model_fields.items())
+        t.add_row(name, cls.version, "yes" if cls.uses_llm else "no", cls.description, fields)
+    console.print(t)
+    return 0
+
+
+def leaderboard(env: str, leaderboard_dir: Path = Path("leaderboards"), all_versions: bool = False) -> int:
+    """Compare agents on one variant: runs, seeds, best, mean +- SEM of best score, progress.
+
+    Args:
+        env: Variant id (e.g. ``eplb-tiny``).
+        leaderboard_dir: Directory of ``<family>.parquet`` tables.
+        all_versions: Pool rows made on older contents of the variant (different hash).
+    """
+    v = default_registry().get(env)
+    df = load_leaderboard(leaderboard_dir, v.family)
+    df = df[df["variant"] == v.id]
+    stale = int((df["env_hash"] != v.hash).sum())
+    if not all_versions:
+        df = df[df["env_hash"] == v.hash]
+    if df.empty:
+        console.print(f"No finished runs for {v.id}@{v.hash} in {leaderboard_dir}."
+                      + (f" ({stale} rows from other contents; --all-versions shows them)" if stale else ""))
+        return 0
+    s = summarize(df, v.id)
+    arrow = "higher" if v.maximize else "lower"
+    t = Table(title=f"{v.id} v{v.version} ({v.hash}) - combined score, {arrow} is better")
+    for col in ("agent", "runs", "seeds", "best", "mean +- SEM", "progress u +- SEM", "infra errors", "cost $"):
+        t.add_column(col)
+    for _, r in s.iterrows():
+        t.add_row(str(r["agent"]), str(r["runs"]), str(r["seeds"]), fmt(r["best"]),
+                  f"{fmt(r['score_mean'])} +- {fmt(r['score_sem'], 2)}",
+                  f"{fmt(r['progress_mean'], 3)} +- {fmt(r['progress_sem'], 2)}", str(r["n_infra_error"]),
+                  fmt(r["cost_usd"], 3))
+    console.print(t)
+    if stale and not all_versions:
+        console.print(f"[dim]{stale} rows from other contents of {v.id} hidden (--all-versions).[/dim]")
+    return 0
+
+
+def data(action: tyro.conf.Positional[Literal["fetch", "status"]], family: tyro.conf.Positional[str]) -> int:
+    """Fetch a family's public data into the cache (sha256-checked), or show its status.
+
+    Args:
+        action: ``fetch`` downloads what is missing; ``status`` lists files and checksums.
+        family: Family name, e.g. ``eplb``.
+    """
+    reg = default_registry()
+    variants = reg.family_of(family)
+    sources = {k: s for v in variants for k, s in v.data}
+    fam = variants[0].family
+    d = family_data_dir(fam)
+    if not sources:
+        console.print(f"{fam}: all variants use generated data; nothing to fetch.")
+        return 0
+    code = 0
+    for key, src in sources.items():
+        path = d / src.filename
+        if action == "status":
+            state = f"present, sha256 {sha256_file(path)}" if path.is_file() else "missing"
+            pin = src.sha256 or "unpinned (recorded on first fetch)"
+            console.print(f"{fam}/{key}: {path} {state}; expected {pin}; licence: {src.license or '?'}")
+            continue
+        console.print(f"fetching {fam}/{key} from {src.url} (~{src.size_hint_mb:g} MB) ...")
+        try:
+            out = fetch_source(fam, src)
+            console.print(f"  ok: {out} sha256 {sha256_file(out)}")
+        except ChecksumError as e:
+            err_console.print(f"  checksum mismatch: {e}")
+            code = 1
+        except OSError as e:
+            err_console.print(f"  download failed: {e}")
+            code = 1
+    if code:
+        print("bench: some data could not be fetched", file=sys.stderr)
+    return code

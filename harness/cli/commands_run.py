@@ -1,0 +1,167 @@
+"""Commands that evaluate: ``eval`` (one file) and ``run`` (an agent on an environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from harness.envs.data import DataMissingError, require_data
+from harness.envs.registry import Variant, default_registry
+from harness.evaluation.result import Status
+from harness.runner.context import Budget, Evaluated
+from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
+from harness.sandbox.factory import BackendName, BackendUnavailable, make_backend
+from harness.sandbox.worker import Mode
+
+from .console import console, err_console, fmt
+
+EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+def _check_data(v: Variant) -> bool:
+    if not v.data:
+        return True
+    try:
+        require_data(v)
+        return True
+    except DataMissingError as e:
+        err_console.print(f"bench: error: {e}")
+        return False
+
+
+def eval_program(program: tyro.conf.Positional[Path], env: str, backend: BackendName = "local",
+                 mode: Mode = "cold", json_out: Annotated[bool, tyro.conf.arg(name="json")] = False) -> int:
+    """Score one program file on one environment variant in the sandbox.
+
+    Exit code: 0 ok, 1 candidate failure (invalid / error / timeout), 2 usage, 3 infra error.
+
+    Args:
+        program: The candidate program file.
+        env: Variant id, e.g. ``eplb-tiny``.
+        backend: Where to evaluate.
+        mode: ``cold`` (fresh interpreter) or ``warm`` (fork from a pre-imported zygote).
+        json_out: Print the full result as JSON.
+    """
+    v = default_registry().get(env)
+    if not program.is_file():
+        err_console.print(f"bench: error: no such file: {program}")
+        return EXIT_USAGE
+    if not _check_data(v):
+        return EXIT_USAGE
+    try:
+        with make_backend(backend, workers=1, mode=mode) as b:
+            r = b.evaluate(v, program.read_text(encoding="utf-8"))
+    except BackendUnavailable as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    if json_out:
+        print(r.model_dump_json(indent=2))
+    else:
+        t = Table(title=f"{program} on {v.id}@{v.hash}", show_header=False)
+        t.add_row("status", r.status.value)
+        t.add_row("score", fmt(r.score, 6))
+        for k, x in sorted(r.metrics.items()):
+            t.add_row(f"  {k}", fmt(x, 6))
+        if r.reason:
+            t.add_row("reason", r.reason[-1500:])
+        d = r.durations
+        t.add_row("durations", f"setup {d.setup:.3f}s, candidate {d.candidate:.3f}s, score {d.score:.3f}s, "
+                  f"total {d.total:.3f}s")
+        t.add_row("program sha256", r.program_sha256)
+        console.print(t)
+    if r.status is Status.OK:
+        return 0
+    return EXIT_INFRA if r.status is Status.INFRA_ERROR else EXIT_CANDIDATE
+
+
+def run(agent: str | None = None, env: str | None = None, seed: int = 0, backend: BackendName = "local",
+        workers: int = 0, max_evaluations: int = 50, max_wall_s: float | None = None,
+        max_cost_usd: float | None = None, agent_config: str = "{}", mode: Mode = "warm",
+        results_dir: Path = Path("results"), leaderboard_dir: Path = Path("leaderboards"),
+        resume: Path | None = None, no_progress: bool = False) -> int:
+    """Run an agent on an environment variant, recording every candidate; or resume a killed run.
+
+    Args:
+        agent: Agent id (see ``bench agents``).
+        env: Variant id (see ``bench envs``).
+        seed: Master seed.
+        backend: Evaluation backend.
+        workers: Parallel evaluations (0: number of cores).
+        max_evaluations: Evaluation budget (includes the initial program).
+        max_wall_s: Wall-clock budget in seconds.
+        max_cost_usd: LLM cost budget in US dollars.
+        agent_config: JSON object of agent configuration overrides.
+        mode: ``warm`` (zygote fork per candidate) or ``cold`` (fresh interpreter per candidate).
+        results_dir: Where run directories are created.
+        leaderboard_dir: Where the finished run's leaderboard row is appended.
+        resume: A run directory to finish (its frozen configuration is used).
+        no_progress: Disable the progress bar.
+    """
+    from agents.registry import get_agent_class
+
+    workers = workers or os.cpu_count() or 1
+    reg = default_registry()
+    if resume is not None:
+        try:
+            store = open_for_resume(resume)
+        except ResumeError as e:
+            err_console.print(f"bench: error: {e}")
+            return EXIT_USAGE
+        info = store.info
+        v = reg.get(info.env_id)
+        cls = get_agent_class(info.agent)
+        ag = cls(cls.Config.model_validate(info.agent_config))
+        backend, workers = info.backend, info.workers  # type: ignore[assignment]
+    else:
+        if agent is None or env is None:
+            err_console.print("bench: error: --agent and --env are required (or --resume RUN_DIR)")
+            return EXIT_USAGE
+        v = reg.get(env)
+        cls = get_agent_class(agent)
+        try:
+            ag = cls(cls.Config.model_validate(json.loads(agent_config)))
+        except ValueError as e:
+            err_console.print(f"bench: error: bad --agent-config: {e}")
+            return EXIT_USAGE
+        if not _check_data(v):
+            return EXIT_USAGE
+        budget = Budget(max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd)
+        store = create_run(results_dir=results_dir, variant=v, agent=ag, seed=seed, budget=budget,
+                           backend=backend, workers=workers, command=["bench", *sys.argv[1:]])
+    total = int(store.info.budget.get("max_evaluations", max_evaluations))
+    console.print(f"run {store.info.run_id}: {ag.name} on {v.id}@{v.hash}, seed {store.info.seed}, "
+                  f"{workers} workers -> {store.run_dir}")
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                        console=console, disable=no_progress)
+    task = progress.add_task(v.id, total=total, best="-")
+    best: list[float | None] = [None]
+
+    def on_result(ev: Evaluated) -> None:
+        s = ev.result.score
+        if s is not None and (best[0] is None or (s > best[0] if v.maximize else s < best[0])):
+            best[0] = s
+        progress.update(task, advance=1, best=fmt(best[0], 6))
+
+    try:
+        with progress, make_backend(backend, workers=workers, mode=mode, prewarm=(v.id,)) as b:
+            out = drive(store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result)
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted; finish it with: bench run --resume {store.run_dir}")
+        return EXIT_INTERRUPTED
+    except (ResumeError, BackendUnavailable) as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    finally:
+        store.close()
+    i = out.info
+    console.print(f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
+                  f"best {fmt(i.best_score, 6)}; results in {out.run_dir}")
+    return 0

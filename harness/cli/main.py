@@ -1,0 +1,43 @@
+"""``bench``: the evobench command line (tyro subcommands)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import tyro
+
+from harness.envs.manifest import ManifestError
+from harness.envs.registry import UnknownIdError
+
+from . import commands_info, commands_run
+
+EXIT_USAGE = 2
+
+COMMANDS: dict[str, Any] = {
+    "envs": commands_info.envs,
+    "agents": commands_info.agents,
+    "eval": commands_run.eval_program,
+    "run": commands_run.run,
+    "leaderboard": commands_info.leaderboard,
+    "data": commands_info.data,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run one subcommand and return its exit code."""
+    logging.basicConfig(level=os.environ.get("EVOBENCH_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        code = tyro.extras.subcommand_cli_from_dict(
+            COMMANDS, prog="bench", description="evobench: fair benchmarks for evolutionary-search agents.", args=argv
+        )
+    except (UnknownIdError, ManifestError) as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""What an agent sees: the task, its budget, a seeded RNG and a recorded ``evaluate``."""
+
+from __future__ import annotations
+
+import logging
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.envs.manifest import Direction, Language, MetricSpec, Progress
+from harness.evaluation.result import EvalResult, Status
+
+
+class BudgetExhausted(Exception):
+    """Raised by ``evaluate`` when no evaluation, wall time or LLM cost is left."""
+
+
+class Budget(BaseModel):
+    """Limits of one run; any limit reached ends the run cleanly."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_evaluations: int = 100
+    """Total candidate evaluations (including the initial program)."""
+    max_wall_s: float | None = None
+    """Wall-clock seconds for the whole run (None: unlimited)."""
+    max_cost_usd: float | None = None
+    """LLM spend in US dollars (None: unlimited)."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The task as an agent sees it: never the scorer, the data or hidden inputs."""
+
+    env_id: str
+    """Variant id."""
+    prompt: str
+    """Task description for the agent / LLM."""
+    initial_program: str
+    """Starting program text."""
+    language: Language
+    """Language of programs (EVOLVE-BLOCK comment syntax)."""
+    entry_point: str
+    """Function or executable contract the scorer calls."""
+    signature: str
+    """Human-readable signature of the entry point."""
+    direction: Direction
+    """Whether the combined score is maximised or minimised."""
+    combined: str
+    """Name of the combined metric."""
+    metrics: tuple[MetricSpec, ...]
+    """Reported metrics with their meaning."""
+    progress: Progress
+    """Progress bounds (y_init, y_target)."""
+    mutations: tuple[Any, ...] = ()
+    """Offline mutation operators the environment provides (``harness.program.mutate``)."""
+
+    @property
+    def maximize(self) -> bool:
+        """Whether a larger combined score is better."""
+        return self.direction is Direction.MAXIMIZE
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether score ``a`` is strictly better than ``b``."""
+        return a > b if self.maximize else a < b
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate program an agent asks to evaluate, with its lineage and LLM spend."""
+
+    source: str
+    """Full program text."""
+    parent_id: str | None = None
+    """Parent program sha256 (or another id the agent uses), None for roots."""
+    thread: int = 0
+    """Island / worker index that produced it."""
+    iteration: int = 0
+    """Agent step that produced it."""
+    tokens_in: int = 0
+    """LLM prompt tokens spent producing it."""
+    tokens_out: int = 0
+    """LLM completion tokens spent producing it."""
+    cost_usd: float = 0.0
+    """LLM cost spent producing it."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Free-form agent notes (kept in memory only)."""
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A proposal with its result and global sequence number."""
+
+    seq: int
+    """0-based evaluation index in the run."""
+    proposal: Proposal
+    """What was evaluated."""
+    result: EvalResult
+    """The sandboxed scorer's verdict."""
+    replayed: bool = False
+    """True when the result came from the journal of a resumed run (not re-evaluated)."""
+
+    @property
+    def program_id(self) -> str:
+        """sha256 of the program."""
+        return self.result.program_sha256
+
+    @property
+    def ok(self) -> bool:
+        """Whether the candidate was scored."""
+        return self.result.status is Status.OK
+
+
+class AgentContext(ABC):
+    """Everything the runner gives an agent. Implemented by the runner."""
+
+    task: TaskSpec
+    """The task."""
+    budget: Budget
+    """The limits."""
+    seed: int
+    """Master seed of the run."""
+    rng: random.Random
+    """RNG seeded from ``seed`` (the only randomness an agent should use)."""
+    log: logging.Logger
+    """Logger for the agent's own messages."""
+    workers: int
+    """Parallel evaluation slots of the backend (a natural batch size)."""
+
+    @abstractmethod
+    def evaluate(self, proposals: Sequence[Proposal]) -> list[Evaluated]:
+        """Evaluate a batch in parallel through the sandbox; every candidate is recorded.
+
+        The batch is cut to the evaluations left in the budget.
+
+        Raises:
+            BudgetExhausted: If no evaluation, time or cost is left before the batch starts.
+        """
+
+    @property
+    @abstractmethod
+    def remaining_evaluations(self) -> int:
+        """Evaluations left in the budget."""
+
+    @abstractmethod
+    def out_of_budget(self) -> bool:
+        """Whether any budget limit has been reached."""
+
+    @abstractmethod
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Persist agent state (JSON values) so a resumed run can continue from it."""
+
+    @abstractmethod
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The last saved agent state of a resumed run, or None."""
+
+    @property
+    @abstractmethod
+    def best(self) -> Evaluated | None:
+        """Best ok evaluation so far (direction-aware)."""
+
+    @abstractmethod
+    def add_llm_usage(self, tokens_in: int, tokens_out: int, cost_usd: float) -> None:
+        """Account LLM spend not tied to one proposal (counts toward the cost budget)."""
+
+
+class Agent(ABC):
+    """A search method. Implementations live in the ``agents`` package."""
+
+    name: ClassVar[str] = ""
+    """Agent id used on the command line and in results."""
+    version: ClassVar[str] = "0"
+    """Implementation version recorded in results."""
+    description: ClassVar[str] = ""
+    """One line for ``bench agents``; LLM-free baselines must say so."""
+    uses_llm: ClassVar[bool] = False
+    """Whether the agent calls language models."""
+    Config: ClassVar[type[BaseModel]]
+    """Pydantic model of the agent's configuration (defaults = the method's published values)."""
+
+    def __init__(self, config: BaseModel | None = None) -> None:
+        """Bind a configuration (defaults when None)."""
+        self.config = config if config is not None else self.Config()
+
+    def models(self) -> dict[str, str]:
+        """LLM role -> model string, for the run record (empty for LLM-free agents)."""
+        return {}
+
+    @abstractmethod
+    def run(self, ctx: AgentContext) -> None:
+        """Search until the budget ends (``BudgetExhausted``) or the method decides to stop."""
+
+
+ProgressCallback = Callable[[Evaluated], None]

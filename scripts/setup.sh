@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up evobench in ./.venv: system sandbox tool (bubblewrap) when possible, CPU torch, the project.
+#   EVOBENCH_TORCH   torch requirement to install first (default torch==2.13.0; a CPU wheel here)
+#   EVOBENCH_PYTHON  interpreter for the venv (default python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing bubblewrap (candidate sandbox)"
+    (apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }) \
+      || echo "setup: WARNING: could not install bubblewrap; candidates will run without file-system isolation"
+  else
+    echo "setup: WARNING: bubblewrap (bwrap) not found; install it for file-system isolation of candidates"
+  fi
+fi
+
+PY="${EVOBENCH_PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q "${EVOBENCH_TORCH:-torch==2.13.0}"
+.venv/bin/python -m pip install -q -e '.[test]'
+echo "setup: ok ($(.venv/bin/python -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'))"

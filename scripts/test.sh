@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up, lint, type-check and run the whole test suite. Exit non-zero on any failure,
+# including pytest collecting no tests (its exit code 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/ruff check .
+.venv/bin/mypy
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,117 @@
+"""End-to-end runs with the offline baseline: journal, parquet, leaderboard, kill -9 and resume, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+BENCH = [sys.executable, "-m", "harness.cli.main"]
+RUN = [*BENCH, "run", "--agent", "random-search", "--env", "eplb-tiny", "--seed", "3", "--workers", "2",
+       "--max-evaluations", "20", "--no-progress"]
+
+
+def _journal_rows(run_dir: Path) -> list[dict]:
+    p = run_dir / "candidates.jsonl"
+    if not p.exists():
+        return []
+    out = []
+    for line in p.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a torn last line
+    return out
+
+
+def _single_run_dir(root: Path) -> Path:
+    dirs = [d for d in (root / "results").iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def _wait_for_rows(root: Path, n: int, proc: subprocess.Popen, timeout: float = 180) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "run ended before it could be interrupted"
+        res = root / "results"
+        if res.exists() and any(res.iterdir()):
+            d = _single_run_dir(root)
+            if len(_journal_rows(d)) >= n:
+                return d
+        time.sleep(0.05)
+    raise AssertionError("run made no progress")
+
+
+def test_run_writes_twenty_rows_and_a_leaderboard_row(tmp_path: Path) -> None:
+    r = subprocess.run(RUN, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = _single_run_dir(tmp_path)
+    df = pd.read_parquet(d / "candidates.parquet")
+    assert len(df) == 20 and sorted(df["seq"]) == list(range(20))
+    assert (df["status"] == "ok").sum() >= 1
+    info = json.loads((d / "run.json").read_text())
+    assert info["status"] == "finished" and info["n_evaluations"] == 20
+    for key in ("env_id", "env_version", "env_hash", "agent", "agent_version", "agent_config", "seed",
+                "package_versions", "git_commit", "host", "started_at", "ended_at"):
+        assert key in info
+    assert info["package_versions"].get("torch")
+    for sha in df["program_sha256"]:
+        assert list((d / "programs" / sha[:2]).glob(f"{sha}.*")), sha
+    lb = pd.read_parquet(tmp_path / "leaderboards" / "eplb.parquet")
+    assert len(lb) == 1 and lb["run_id"].iloc[0] == info["run_id"] and lb["n_evaluations"].iloc[0] == 20
+    shown = subprocess.run([*BENCH, "leaderboard", "--env", "eplb-tiny"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0 and "random-search" in shown.stdout
+
+
+def test_kill_9_then_resume_ends_with_exactly_twenty_evaluations(tmp_path: Path) -> None:
+    proc = subprocess.Popen(RUN, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        d = _wait_for_rows(tmp_path, 6, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = {row["seq"]: row for row in _journal_rows(d)}
+    assert 6 <= len(before) < 20
+    assert json.loads((d / "run.json").read_text())["status"] == "running"
+
+    r = subprocess.run([*BENCH, "run", "--resume", str(d), "--no-progress"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = _journal_rows(d)
+    seqs = [row["seq"] for row in rows]
+    assert sorted(set(seqs)) == list(range(20))
+    assert len(seqs) == 20, "a finished candidate was evaluated again"
+    for seq, row in before.items():
+        after = next(x for x in rows if x["seq"] == seq)
+        assert after["finished_at"] == row["finished_at"]
+    assert len(pd.read_parquet(d / "candidates.parquet")) == 20
+    assert json.loads((d / "run.json").read_text())["status"] == "finished"
+    again = subprocess.run([*BENCH, "run", "--resume", str(d)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 2 and "already finished" in again.stderr
+
+
+def test_ctrl_c_stops_cleanly_and_is_resumable(tmp_path: Path) -> None:
+    proc = subprocess.Popen(RUN, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    d = _wait_for_rows(tmp_path, 3, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "--resume" in err
+    info = json.loads((d / "run.json").read_text())
+    assert info["status"] == "interrupted"
+    assert len(pd.read_parquet(d / "candidates.parquet")) == len(_journal_rows(d))
