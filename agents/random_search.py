@@ -65,14 +65,18 @@ class RandomSearchAgent(Agent):
                     out = mutate(child, ctx.rng, task.language.value, ops)
                     if out is not None:
                         child = out[1]
-                proposals.append(Proposal(source=child, parent_id=parent_id, thread=thread, iteration=iteration))
+                proposals.append(
+                    Proposal(source=child, parent_id=parent_id, thread=thread, iteration=iteration)
+                )
             results = ctx.evaluate(proposals)
             pop.extend(e for e in results if e.ok)
             pop.sort(key=lambda e: e.result.score or 0.0, reverse=task.maximize)
             del pop[cfg.population :]
 
     @staticmethod
-    def _pick_parent(ctx: AgentContext, pop: list[Evaluated], cfg: RandomSearchConfig) -> tuple[str, str | None]:
+    def _pick_parent(
+        ctx: AgentContext, pop: list[Evaluated], cfg: RandomSearchConfig
+    ) -> tuple[str, str | None]:
         if not pop:
             return ctx.task.initial_program, None
         contenders = [ctx.rng.choice(pop) for _ in range(cfg.tournament)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.evaluation.errors import CandidateInvalid
-from harness.scoring.api import CandidateRuntime, Scorer, ScoreOutcome, require_finite
+from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
 
 
 class ProbeScorer(Scorer):

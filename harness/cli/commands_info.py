@@ -27,9 +27,21 @@ def envs(family: str | None = None, json_out: Annotated[bool, tyro.conf.arg(name
     reg = default_registry()
     variants = reg.family_of(family) if family else reg.variants()
     if json_out:
-        rows = [{"id": v.id, "family": v.family, "version": v.version, "hash": v.hash, "tiny": v.tiny,
-                 "direction": v.direction.value, "timeout_s": v.timeout_s, "gpu": v.hardware.gpu,
-                 "gpu_count": v.hardware.gpu_count, "needs_data": [k for k, _ in v.data]} for v in variants]
+        rows = [
+            {
+                "id": v.id,
+                "family": v.family,
+                "version": v.version,
+                "hash": v.hash,
+                "tiny": v.tiny,
+                "direction": v.direction.value,
+                "timeout_s": v.timeout_s,
+                "gpu": v.hardware.gpu,
+                "gpu_count": v.hardware.gpu_count,
+                "needs_data": [k for k, _ in v.data],
+            }
+            for v in variants
+        ]
         print(json.dumps(rows, indent=2))
         return 0
     t = Table(title="evobench environments")
@@ -37,11 +49,21 @@ def envs(family: str | None = None, json_out: Annotated[bool, tyro.conf.arg(name
         t.add_column(col, overflow="fold")
     for v in variants:
         hw = v.hardware
-        hw_s = f"{hw.cpus:g} cpu, {hw.memory_mb} MiB" + (f", {hw.gpu_count}x {hw.gpu}" if hw.gpu_count else "")
+        hw_s = f"{hw.cpus:g} cpu, {hw.memory_mb} MiB" + (
+            f", {hw.gpu_count}x {hw.gpu}" if hw.gpu_count else ""
+        )
         data = ", ".join(k for k, _ in v.data) or "synthetic"
         tag = " (tiny)" if v.tiny else ""
-        t.add_row(v.id + tag, v.version, v.hash, v.direction.value, f"{v.timeout_s:g}s", hw_s, data,
-                  v.description[:90])
+        t.add_row(
+            v.id + tag,
+            v.version,
+            v.hash,
+            v.direction.value,
+            f"{v.timeout_s:g}s",
+            hw_s,
+            data,
+            v.description[:90],
+        )
     console.print(t)
     return 0
 
@@ -75,19 +97,36 @@ def leaderboard(env: str, leaderboard_dir: Path = Path("leaderboards"), all_vers
     if not all_versions:
         df = df[df["env_hash"] == v.hash]
     if df.empty:
-        console.print(f"No finished runs for {v.id}@{v.hash} in {leaderboard_dir}."
-                      + (f" ({stale} rows from other contents; --all-versions shows them)" if stale else ""))
+        console.print(
+            f"No finished runs for {v.id}@{v.hash} in {leaderboard_dir}."
+            + (f" ({stale} rows from other contents; --all-versions shows them)" if stale else "")
+        )
         return 0
     s = summarize(df, v.id)
     arrow = "higher" if v.maximize else "lower"
     t = Table(title=f"{v.id} v{v.version} ({v.hash}) - combined score, {arrow} is better")
-    for col in ("agent", "runs", "seeds", "best", "mean +- SEM", "progress u +- SEM", "infra errors", "cost $"):
+    for col in (
+        "agent",
+        "runs",
+        "seeds",
+        "best",
+        "mean +- SEM",
+        "progress u +- SEM",
+        "infra errors",
+        "cost $",
+    ):
         t.add_column(col)
     for _, r in s.iterrows():
-        t.add_row(str(r["agent"]), str(r["runs"]), str(r["seeds"]), fmt(r["best"]),
-                  f"{fmt(r['score_mean'])} +- {fmt(r['score_sem'], 2)}",
-                  f"{fmt(r['progress_mean'], 3)} +- {fmt(r['progress_sem'], 2)}", str(r["n_infra_error"]),
-                  fmt(r["cost_usd"], 3))
+        t.add_row(
+            str(r["agent"]),
+            str(r["runs"]),
+            str(r["seeds"]),
+            fmt(r["best"]),
+            f"{fmt(r['score_mean'])} +- {fmt(r['score_sem'], 2)}",
+            f"{fmt(r['progress_mean'], 3)} +- {fmt(r['progress_sem'], 2)}",
+            str(r["n_infra_error"]),
+            fmt(r["cost_usd"], 3),
+        )
     console.print(t)
     if stale and not all_versions:
         console.print(f"[dim]{stale} rows from other contents of {v.id} hidden (--all-versions).[/dim]")

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Annotated
 
 import tyro
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from harness.envs.data import DataMissingError, require_data
@@ -36,8 +43,13 @@ def _check_data(v: Variant) -> bool:
         return False
 
 
-def eval_program(program: tyro.conf.Positional[Path], env: str, backend: BackendName = "local",
-                 mode: Mode = "cold", json_out: Annotated[bool, tyro.conf.arg(name="json")] = False) -> int:
+def eval_program(
+    program: tyro.conf.Positional[Path],
+    env: str,
+    backend: BackendName = "local",
+    mode: Mode = "cold",
+    json_out: Annotated[bool, tyro.conf.arg(name="json")] = False,
+) -> int:
     """Score one program file on one environment variant in the sandbox.
 
     Exit code: 0 ok, 1 candidate failure (invalid / error / timeout), 2 usage, 3 infra error.
@@ -72,8 +84,10 @@ def eval_program(program: tyro.conf.Positional[Path], env: str, backend: Backend
         if r.reason:
             t.add_row("reason", r.reason[-1500:])
         d = r.durations
-        t.add_row("durations", f"setup {d.setup:.3f}s, candidate {d.candidate:.3f}s, score {d.score:.3f}s, "
-                  f"total {d.total:.3f}s")
+        t.add_row(
+            "durations",
+            f"setup {d.setup:.3f}s, candidate {d.candidate:.3f}s, score {d.score:.3f}s, total {d.total:.3f}s",
+        )
         t.add_row("program sha256", r.program_sha256)
         console.print(t)
     if r.status is Status.OK:
@@ -81,11 +95,22 @@ def eval_program(program: tyro.conf.Positional[Path], env: str, backend: Backend
     return EXIT_INFRA if r.status is Status.INFRA_ERROR else EXIT_CANDIDATE
 
 
-def run(agent: str | None = None, env: str | None = None, seed: int = 0, backend: BackendName = "local",
-        workers: int = 0, max_evaluations: int = 50, max_wall_s: float | None = None,
-        max_cost_usd: float | None = None, agent_config: str = "{}", mode: Mode = "warm",
-        results_dir: Path = Path("results"), leaderboard_dir: Path = Path("leaderboards"),
-        resume: Path | None = None, no_progress: bool = False) -> int:
+def run(
+    agent: str | None = None,
+    env: str | None = None,
+    seed: int = 0,
+    backend: BackendName = "local",
+    workers: int = 0,
+    max_evaluations: int = 50,
+    max_wall_s: float | None = None,
+    max_cost_usd: float | None = None,
+    agent_config: str = "{}",
+    mode: Mode = "warm",
+    results_dir: Path = Path("results"),
+    leaderboard_dir: Path = Path("leaderboards"),
+    resume: Path | None = None,
+    no_progress: bool = False,
+) -> int:
     """Run an agent on an environment variant, recording every candidate; or resume a killed run.
 
     Args:
@@ -133,14 +158,31 @@ def run(agent: str | None = None, env: str | None = None, seed: int = 0, backend
         if not _check_data(v):
             return EXIT_USAGE
         budget = Budget(max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd)
-        store = create_run(results_dir=results_dir, variant=v, agent=ag, seed=seed, budget=budget,
-                           backend=backend, workers=workers, command=["bench", *sys.argv[1:]])
+        store = create_run(
+            results_dir=results_dir,
+            variant=v,
+            agent=ag,
+            seed=seed,
+            budget=budget,
+            backend=backend,
+            workers=workers,
+            command=["bench", *sys.argv[1:]],
+        )
     total = int(store.info.budget.get("max_evaluations", max_evaluations))
-    console.print(f"run {store.info.run_id}: {ag.name} on {v.id}@{v.hash}, seed {store.info.seed}, "
-                  f"{workers} workers -> {store.run_dir}")
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                        console=console, disable=no_progress)
+    console.print(
+        f"run {store.info.run_id}: {ag.name} on {v.id}@{v.hash}, seed {store.info.seed}, "
+        f"{workers} workers -> {store.run_dir}"
+    )
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("best {task.fields[best]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=no_progress,
+    )
     task = progress.add_task(v.id, total=total, best="-")
     best: list[float | None] = [None]
 
@@ -152,7 +194,9 @@ def run(agent: str | None = None, env: str | None = None, seed: int = 0, backend
 
     try:
         with progress, make_backend(backend, workers=workers, mode=mode, prewarm=(v.id,)) as b:
-            out = drive(store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result)
+            out = drive(
+                store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result
+            )
     except KeyboardInterrupt:
         err_console.print(f"interrupted; finish it with: bench run --resume {store.run_dir}")
         return EXIT_INTERRUPTED
@@ -162,6 +206,8 @@ def run(agent: str | None = None, env: str | None = None, seed: int = 0, backend
     finally:
         store.close()
     i = out.info
-    console.print(f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
-                  f"best {fmt(i.best_score, 6)}; results in {out.run_dir}")
+    console.print(
+        f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
+        f"best {fmt(i.best_score, 6)}; results in {out.run_dir}"
+    )
     return 0

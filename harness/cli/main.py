@@ -28,10 +28,15 @@ COMMANDS: dict[str, Any] = {
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run one subcommand and return its exit code."""
-    logging.basicConfig(level=os.environ.get("EVOBENCH_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("EVOBENCH_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         code = tyro.extras.subcommand_cli_from_dict(
-            COMMANDS, prog="bench", description="evobench: fair benchmarks for evolutionary-search agents.", args=argv
+            COMMANDS,
+            prog="bench",
+            description="evobench: fair benchmarks for evolutionary-search agents.",
+            args=argv,
         )
     except (UnknownIdError, ManifestError) as e:
         print(f"bench: error: {e}", file=sys.stderr)

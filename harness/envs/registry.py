@@ -149,9 +149,10 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
     for vid, ov in manifest.variants.items():
         params = {**fam.scorer_params, **ov.scorer}
         data = tuple((k, manifest.data[k]) for k in ov.data)
+        timeout_s = float(ov.timeout_s if ov.timeout_s is not None else fam.timeout_s)
         resolved = {
             "id": vid,
-            "timeout_s": ov.timeout_s if ov.timeout_s is not None else fam.timeout_s,
+            "timeout_s": timeout_s,
             "hardware": (ov.hardware or fam.hardware).model_dump(),
             "params": params,
             "data": [d.model_dump() for _, d in data],
@@ -173,7 +174,7 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
                 direction=fam.direction,
                 combined=fam.combined,
                 metrics=tuple(manifest.metrics),
-                timeout_s=float(resolved["timeout_s"]),
+                timeout_s=timeout_s,
                 hardware=ov.hardware or fam.hardware,
                 scorer_params=params,
                 data=data,

@@ -23,9 +23,18 @@ CHECKPOINT = "agent"
 
 def result_from_row(row: CandidateRow, variant: Variant) -> EvalResult:
     """Rebuild the ``EvalResult`` of a journaled evaluation (used when replaying a resumed run)."""
-    return EvalResult(status=row.status, score=row.score, metrics=row.metrics, reason=row.reason,
-                      env_id=row.env_id, env_version=variant.version, env_hash=row.env_hash,
-                      program_sha256=row.program_sha256, backend=row.backend, attempts=row.attempts)
+    return EvalResult(
+        status=row.status,
+        score=row.score,
+        metrics=row.metrics,
+        reason=row.reason,
+        env_id=row.env_id,
+        env_version=variant.version,
+        env_hash=row.env_hash,
+        program_sha256=row.program_sha256,
+        backend=row.backend,
+        attempts=row.attempts,
+    )
 
 
 class RunContext(AgentContext):
@@ -35,8 +44,17 @@ class RunContext(AgentContext):
     journaled row gets the recorded result without being evaluated again.
     """
 
-    def __init__(self, *, task: TaskSpec, variant: Variant, budget: Budget, seed: int, store: RunStore,
-                 backend: Sandbox, on_result: ProgressCallback | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        task: TaskSpec,
+        variant: Variant,
+        budget: Budget,
+        seed: int,
+        store: RunStore,
+        backend: Sandbox,
+        on_result: ProgressCallback | None = None,
+    ) -> None:
         """Wire the context to a run store and a sandbox backend."""
         self.task, self.variant, self.budget, self.seed = task, variant, budget, seed
         self.rng = random.Random(seed)
@@ -110,10 +128,19 @@ class RunContext(AgentContext):
     def _record(self, seq: int, p: Proposal, res: EvalResult, started: str) -> None:
         ext = "cpp" if self.task.language.value == "cpp" else "py"
         self.store.put_program(p.source, ext=ext)
-        row = CandidateRow.from_result(res, run_id=self.store.info.run_id, seq=seq, iteration=p.iteration,
-                                       thread=p.thread, parent_id=p.parent_id, started_at=started,
-                                       finished_at=utc_now_iso(), tokens_in=p.tokens_in,
-                                       tokens_out=p.tokens_out, cost_usd=p.cost_usd)
+        row = CandidateRow.from_result(
+            res,
+            run_id=self.store.info.run_id,
+            seq=seq,
+            iteration=p.iteration,
+            thread=p.thread,
+            parent_id=p.parent_id,
+            started_at=started,
+            finished_at=utc_now_iso(),
+            tokens_in=p.tokens_in,
+            tokens_out=p.tokens_out,
+            cost_usd=p.cost_usd,
+        )
         self.store.append(row)
         self._journal[seq] = row
         self._cost += p.cost_usd
@@ -121,8 +148,10 @@ class RunContext(AgentContext):
 
     def _note(self, ev: Evaluated) -> None:
         r = ev.result
-        if r.status is Status.OK and r.score is not None and (
-            self._best is None or self.task.better(r.score, self._best.result.score or 0.0)
+        if (
+            r.status is Status.OK
+            and r.score is not None
+            and (self._best is None or self.task.better(r.score, self._best.result.score or 0.0))
         ):
             self._best = ev
         if self.on_result is not None:

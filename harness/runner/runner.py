@@ -48,10 +48,19 @@ def task_spec(variant: Variant) -> TaskSpec:
     mutations: tuple[Any, ...] = ()
     if variant.mutations_ref:
         mutations = tuple(variant.load_attr(variant.mutations_ref)())
-    return TaskSpec(env_id=variant.id, prompt=variant.prompt, initial_program=variant.initial_program,
-                    language=variant.language, entry_point=variant.entry_point, signature=variant.signature,
-                    direction=variant.direction, combined=variant.combined, metrics=variant.metrics,
-                    progress=variant.progress, mutations=mutations)
+    return TaskSpec(
+        env_id=variant.id,
+        prompt=variant.prompt,
+        initial_program=variant.initial_program,
+        language=variant.language,
+        entry_point=variant.entry_point,
+        signature=variant.signature,
+        direction=variant.direction,
+        combined=variant.combined,
+        metrics=variant.metrics,
+        progress=variant.progress,
+        mutations=mutations,
+    )
 
 
 def new_run_id(variant: Variant, agent: str, seed: int) -> str:
@@ -60,22 +69,54 @@ def new_run_id(variant: Variant, agent: str, seed: int) -> str:
     return f"{stamp}-{variant.id}-{agent}-s{seed}-{uuid.uuid4().hex[:6]}".replace("+", "p")
 
 
-def create_run(*, results_dir: Path, variant: Variant, agent: Agent, seed: int, budget: Budget, backend: str,
-               workers: int, command: list[str] | None = None) -> RunStore:
+def create_run(
+    *,
+    results_dir: Path,
+    variant: Variant,
+    agent: Agent,
+    seed: int,
+    budget: Budget,
+    backend: str,
+    workers: int,
+    command: list[str] | None = None,
+) -> RunStore:
     """Create the run directory with a frozen ``run.json`` (config, env, provenance)."""
     commit, dirty = git_state()
     host = host_info()
-    info = RunInfo(run_id=new_run_id(variant, agent.name, seed), env_id=variant.id, family=variant.family,
-                   variant=variant.id, env_version=variant.version, env_hash=variant.hash, agent=agent.name,
-                   agent_version=agent.version, agent_config=agent.config.model_dump(mode="json"),
-                   models=agent.models(), seed=seed, budget=budget.model_dump(mode="json"), backend=backend,
-                   workers=workers, package_versions=package_versions(), git_commit=commit, git_dirty=dirty,
-                   host=host["host"], python=host["python"], command=command or list(sys.argv))
+    info = RunInfo(
+        run_id=new_run_id(variant, agent.name, seed),
+        env_id=variant.id,
+        family=variant.family,
+        variant=variant.id,
+        env_version=variant.version,
+        env_hash=variant.hash,
+        agent=agent.name,
+        agent_version=agent.version,
+        agent_config=agent.config.model_dump(mode="json"),
+        models=agent.models(),
+        seed=seed,
+        budget=budget.model_dump(mode="json"),
+        backend=backend,
+        workers=workers,
+        package_versions=package_versions(),
+        git_commit=commit,
+        git_dirty=dirty,
+        host=host["host"],
+        python=host["python"],
+        command=command or list(sys.argv),
+    )
     return RunStore.create(results_dir, info)
 
 
-def drive(store: RunStore, *, variant: Variant, agent: Agent, backend: Sandbox, leaderboard_dir: Path | None,
-          on_result: ProgressCallback | None = None) -> RunOutcome:
+def drive(
+    store: RunStore,
+    *,
+    variant: Variant,
+    agent: Agent,
+    backend: Sandbox,
+    leaderboard_dir: Path | None,
+    on_result: ProgressCallback | None = None,
+) -> RunOutcome:
     """Run (or continue) the agent until its budget ends; record everything; append the leaderboard row.
 
     Ctrl-C marks the run ``interrupted`` (resumable) and re-raises ``KeyboardInterrupt``.
@@ -86,8 +127,10 @@ def drive(store: RunStore, *, variant: Variant, agent: Agent, backend: Sandbox, 
     """
     info = store.info
     if info.env_hash != variant.hash:
-        raise ResumeError(f"run {info.run_id} was made on {info.env_id}@{info.env_hash}; the environment "
-                          f"now hashes to {variant.hash}. Start a new run.")
+        raise ResumeError(
+            f"run {info.run_id} was made on {info.env_id}@{info.env_hash}; the environment "
+            f"now hashes to {variant.hash}. Start a new run."
+        )
     budget = Budget.model_validate(info.budget)
     last_flush = [time.monotonic()]
 
@@ -98,8 +141,15 @@ def drive(store: RunStore, *, variant: Variant, agent: Agent, backend: Sandbox, 
             store.flush_parquet()
             last_flush[0] = time.monotonic()
 
-    ctx = RunContext(task=task_spec(variant), variant=variant, budget=budget, seed=info.seed, store=store,
-                     backend=backend, on_result=progress)
+    ctx = RunContext(
+        task=task_spec(variant),
+        variant=variant,
+        budget=budget,
+        seed=info.seed,
+        store=store,
+        backend=backend,
+        on_result=progress,
+    )
     store.write_info(info.model_copy(update={"status": "running", "ended_at": None}))
     status = "finished"
     try:
@@ -116,8 +166,14 @@ def drive(store: RunStore, *, variant: Variant, agent: Agent, backend: Sandbox, 
         rows = store.rows()
         store.flush_parquet()
         best = ctx.best.result.score if ctx.best is not None else None
-        final = store.info.model_copy(update={"status": status, "ended_at": utc_now_iso(), "best_score": best,
-                                              "n_evaluations": len(rows)})
+        final = store.info.model_copy(
+            update={
+                "status": status,
+                "ended_at": utc_now_iso(),
+                "best_score": best,
+                "n_evaluations": len(rows),
+            }
+        )
         store.write_info(final)
         if status == "finished" and leaderboard_dir is not None:
             append_leaderboard_row(leaderboard_dir, build_leaderboard_row(final, rows, variant))

@@ -14,8 +14,9 @@ class BackendUnavailable(RuntimeError):
     """The requested backend cannot be used here (not installed or not implemented)."""
 
 
-def make_backend(name: BackendName, *, workers: int | None, mode: Mode = "warm",
-                 prewarm: tuple[str, ...] = ()) -> Sandbox:
+def make_backend(
+    name: BackendName, *, workers: int | None, mode: Mode = "warm", prewarm: tuple[str, ...] = ()
+) -> Sandbox:
     """Create a backend.
 
     Raises:

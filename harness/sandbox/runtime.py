@@ -59,6 +59,7 @@ class SandboxedCandidate:
         self.stdout_tail = b""
         self.stderr_tail = b""
         self._killed_sandbox = False
+        self._loaded = False
 
     # -- CandidateRuntime -------------------------------------------------------------------
     @property
@@ -108,6 +109,30 @@ class SandboxedCandidate:
         seconds = time.perf_counter() - t0
         self.candidate_seconds += seconds
         return CallResult(self._unwrap(reply, function), seconds)
+
+    def transport_seconds(self, *args: Any, repeats: int = 5) -> float:
+        """Minimum round trip of echoing ``args`` through the sandbox, before the program is loaded.
+
+        No candidate code has run in the process yet, so the figure cannot be influenced by it;
+        scorers subtract it from call times so that timing terms measure the candidate, not IPC.
+
+        Raises:
+            RuntimeError: If the program has already been loaded.
+            InfraError: If the sandbox cannot be started or does not answer.
+        """
+        if self._loaded:
+            raise RuntimeError("transport_seconds() must be called before the first call()")
+        conn = self._start()
+        best = float("inf")
+        for _ in range(max(1, repeats)):
+            t0 = time.perf_counter()
+            try:
+                conn.request({"op": "echo", "args": list(args)}, min(10.0, max(self.remaining(), 0.1)))
+            except (TimeoutError, EOFError, OSError, wire.WireError) as e:
+                self._kill()
+                raise InfraError(f"transport calibration failed: {e}") from e
+            best = min(best, time.perf_counter() - t0)
+        return best
 
     def run(
         self,
@@ -164,15 +189,25 @@ class SandboxedCandidate:
         return ExecResult(rc, out.tail(), err.tail(), seconds, cpu, timed_out, limit)
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def _connect(self) -> CandidateConnection:
+    def _start(self) -> CandidateConnection:
+        """Start (or fork) the sandboxed process without loading the program."""
         if self._conn is not None:
             return self._conn
         t0 = time.perf_counter()
-        if self.zygote is not None:
-            conn = self.zygote.spawn()
-        else:
-            conn = launch_cold(self.hw, self.uid, self._workdir, self._out_cap)
-        self._conn = conn
+        try:
+            if self.zygote is not None:
+                self._conn = self.zygote.spawn()
+            else:
+                self._conn = launch_cold(self.hw, self.uid, self._workdir, self._out_cap)
+        finally:
+            self.setup_seconds += time.perf_counter() - t0
+        return self._conn
+
+    def _connect(self) -> CandidateConnection:
+        conn = self._start()
+        if self._loaded:
+            return conn
+        t0 = time.perf_counter()
         limit = self.remaining()
         try:
             reply = conn.request({"op": "load", "source": self._source, "filename": self.filename}, limit)
@@ -185,6 +220,7 @@ class SandboxedCandidate:
             raise CandidateError(f"loading the program failed: {info}") from None
         finally:
             self.setup_seconds += time.perf_counter() - t0
+        self._loaded = True
         self._unwrap(reply, "import")
         return conn
 

@@ -73,6 +73,9 @@ def serve(sock: socket.socket) -> None:
                 payload = wire.encode(_error_reply("call", e))
             sock.sendall(wire._LEN.pack(len(payload)) + payload)
             continue
+        elif op == "echo":
+            # Transport calibration by the trusted side, before any candidate code is loaded.
+            reply = {"type": "result", "value": req.get("args")}
         elif op == "exit":
             os._exit(0)
         else:

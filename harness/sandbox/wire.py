@@ -93,7 +93,7 @@ def encode(obj: Any) -> bytes:
             return {
                 "__nd__": len(buffers) - 1,
                 "dtype": arr.dtype.str,
-                "shape": list(arr.shape),
+                "shape": [int(d) for d in x.shape],  # ascontiguousarray makes 0-d arrays 1-d
                 "torch": bool(is_tensor),
             }
         if isinstance(x, list):
@@ -129,7 +129,7 @@ def decode(payload: bytes, *, as_torch: bool = True) -> Any:
         header = json.loads(payload[_HDR.size : _HDR.size + hlen])
         sizes = header["sizes"]
         tree = header["tree"]
-    except (struct.error, ValueError, KeyError, TypeError) as e:
+    except (struct.error, ValueError, KeyError, TypeError, RecursionError) as e:
         raise WireError(f"malformed message header: {e}") from None
     if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
         raise WireError("malformed buffer table")
@@ -164,12 +164,12 @@ def decode(payload: bytes, *, as_torch: bool = True) -> Any:
         idx, dtype, shape = x["__nd__"], x["dtype"], x["shape"]
         if not isinstance(idx, int) or not 0 <= idx < len(sizes):
             raise WireError("array refers to a missing buffer")
-        if dtype not in ALLOWED_DTYPES:
+        if not isinstance(dtype, str) or dtype not in ALLOWED_DTYPES:
             raise WireError(f"array dtype {dtype!r} is not allowed")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or len(shape) > 32 or any(type(d) is not int or d < 0 for d in shape):
             raise WireError("bad array shape")
         dt = np.dtype(dtype)
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        n = int(np.prod(shape, dtype=object)) if shape else 1  # exact: no int64 wrap-around
         if n * dt.itemsize != sizes[idx]:
             raise WireError("array size does not match its buffer")
         arr = np.frombuffer(payload, dtype=dt, count=n, offset=offsets[idx]).reshape(shape).copy()

@@ -8,7 +8,7 @@ import os
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from harness.envs.data import DataMissingError, family_data_dir, require_data
 from harness.envs.manifest import Language
@@ -49,6 +49,7 @@ class WorkerState:
         """Create empty caches for worker ``slot`` (which also picks its sandbox uid)."""
         self.slot = slot
         self.uid = UNPRIVILEGED_UID_BASE + slot
+        _single_threaded_scorer()
         self._registries: dict[str | None, Registry] = {}
         self._scorers: dict[tuple[str, str], Scorer] = {}
         self._zygotes: dict[tuple[object, ...], Zygote] = {}
@@ -91,6 +92,17 @@ class WorkerState:
         self._zygotes.clear()
 
 
+def _single_threaded_scorer() -> None:
+    """Scorers work on small tensors; intra-op thread pools only contend with the candidate's cores."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        pass
+
+
 def _tail(b: bytes) -> str:
     return b[-_TAIL:].decode("utf-8", errors="replace")
 
@@ -107,7 +119,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
     t_start = time.perf_counter()
     variant = state.registry(job.env_root).get(job.env_id)
     sha = program_sha256(job.source)
-    base = {
+    base: dict[str, Any] = {
         "env_id": variant.id,
         "env_version": variant.version,
         "env_hash": variant.hash,

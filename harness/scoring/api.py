@@ -76,6 +76,15 @@ class CandidateRuntime(Protocol):
         """
         ...
 
+    def transport_seconds(self, *args: Any, repeats: int = 5) -> float:
+        """Trusted estimate of the IPC round trip for these arguments (before any candidate code runs).
+
+        Raises:
+            RuntimeError: If called after the first ``call``.
+            InfraError: If the sandbox cannot be started.
+        """
+        ...
+
     def run(
         self,
         argv: list[str],

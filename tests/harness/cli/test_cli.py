@@ -37,7 +37,9 @@ def test_envs_lists_eplb_with_version_and_hash(tmp_path: Path) -> None:
         (("leaderboard", "--env", "epbl"), "eplb"),
     ],
 )
-def test_unknown_ids_exit_nonzero_with_suggestions(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+def test_unknown_ids_exit_nonzero_with_suggestions(
+    tmp_path: Path, args: tuple[str, ...], needle: str
+) -> None:
     (tmp_path / "x.py").write_text("pass\n")
     r = bench(*args, cwd=tmp_path)
     assert r.returncode == 2
@@ -60,11 +62,19 @@ def test_eval_initial_program_ok_and_broken_program_fails(tmp_path: Path) -> Non
     assert res["status"] == "error" and "ValueError" in res["reason"]
 
 
-def test_eval_full_variant_without_data_names_fetch_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_full_variant_without_data_names_fetch_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prog = REPO / "environments" / "eplb" / "initial_program.py"
     env = {"EVOBENCH_DATA": str(tmp_path / "empty-cache")}
-    r = subprocess.run([*BENCH, "eval", "--env", "eplb", str(prog)], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=120, env={**__import__("os").environ, **env})
+    r = subprocess.run(
+        [*BENCH, "eval", "--env", "eplb", str(prog)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, **env},
+    )
     assert r.returncode == 2
     assert "bench data fetch eplb" in r.stderr
 

@@ -44,17 +44,22 @@ def test_unknown_id_suggests_close_matches() -> None:
 @pytest.mark.parametrize(
     ("edit", "key", "reason"),
     [
-        (("version = \"1.0.0\"", "version = \"one\""), "family.version", "pattern"),
-        (("direction = \"maximize\"\ncombined", "direction = \"upward\"\ncombined"), "family.direction", "maximize"),
+        (('version = "1.0.0"', 'version = "one"'), "family.version", "pattern"),
+        (
+            ('direction = "maximize"\ncombined', 'direction = "upward"\ncombined'),
+            "family.direction",
+            "maximize",
+        ),
         (("timeout_s = 10", "timeout_s = 10\ntimeout = 5"), "family.timeout", "Extra inputs"),
         (("y_target = 1.0", "y_target = 0.0"), "progress", "differ"),
-        (("combined = \"score\"", "combined = \"nope\""), "<root>", "not among metrics"),
+        (('combined = "score"', 'combined = "nope"'), "<root>", "not among metrics"),
         (("[variants.selftest-tiny]", "[variants.other-tiny]"), "<root>", "must start with the family name"),
         (("tiny = true", "tiny = false"), "<root>", "tiny"),
     ],
 )
-def test_malformed_manifest_names_file_key_and_reason(tmp_path: Path, edit: tuple[str, str], key: str,
-                                                      reason: str) -> None:
+def test_malformed_manifest_names_file_key_and_reason(
+    tmp_path: Path, edit: tuple[str, str], key: str, reason: str
+) -> None:
     root = _copy_family(tmp_path)
     path = root / "selftest" / "env.toml"
     text = path.read_text()

@@ -13,8 +13,21 @@ from pathlib import Path
 import pandas as pd
 
 BENCH = [sys.executable, "-m", "harness.cli.main"]
-RUN = [*BENCH, "run", "--agent", "random-search", "--env", "eplb-tiny", "--seed", "3", "--workers", "2",
-       "--max-evaluations", "20", "--no-progress"]
+RUN = [
+    *BENCH,
+    "run",
+    "--agent",
+    "random-search",
+    "--env",
+    "eplb-tiny",
+    "--seed",
+    "3",
+    "--workers",
+    "2",
+    "--max-evaluations",
+    "20",
+    "--no-progress",
+]
 
 
 def _journal_rows(run_dir: Path) -> list[dict]:
@@ -58,22 +71,40 @@ def test_run_writes_twenty_rows_and_a_leaderboard_row(tmp_path: Path) -> None:
     assert (df["status"] == "ok").sum() >= 1
     info = json.loads((d / "run.json").read_text())
     assert info["status"] == "finished" and info["n_evaluations"] == 20
-    for key in ("env_id", "env_version", "env_hash", "agent", "agent_version", "agent_config", "seed",
-                "package_versions", "git_commit", "host", "started_at", "ended_at"):
+    for key in (
+        "env_id",
+        "env_version",
+        "env_hash",
+        "agent",
+        "agent_version",
+        "agent_config",
+        "seed",
+        "package_versions",
+        "git_commit",
+        "host",
+        "started_at",
+        "ended_at",
+    ):
         assert key in info
     assert info["package_versions"].get("torch")
     for sha in df["program_sha256"]:
         assert list((d / "programs" / sha[:2]).glob(f"{sha}.*")), sha
     lb = pd.read_parquet(tmp_path / "leaderboards" / "eplb.parquet")
     assert len(lb) == 1 and lb["run_id"].iloc[0] == info["run_id"] and lb["n_evaluations"].iloc[0] == 20
-    shown = subprocess.run([*BENCH, "leaderboard", "--env", "eplb-tiny"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=120)
+    shown = subprocess.run(
+        [*BENCH, "leaderboard", "--env", "eplb-tiny"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0 and "random-search" in shown.stdout
 
 
 def test_kill_9_then_resume_ends_with_exactly_twenty_evaluations(tmp_path: Path) -> None:
-    proc = subprocess.Popen(RUN, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        RUN, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         d = _wait_for_rows(tmp_path, 6, proc)
     finally:
@@ -83,8 +114,13 @@ def test_kill_9_then_resume_ends_with_exactly_twenty_evaluations(tmp_path: Path)
     assert 6 <= len(before) < 20
     assert json.loads((d / "run.json").read_text())["status"] == "running"
 
-    r = subprocess.run([*BENCH, "run", "--resume", str(d), "--no-progress"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [*BENCH, "run", "--resume", str(d), "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rows = _journal_rows(d)
     seqs = [row["seq"] for row in rows]
@@ -95,14 +131,21 @@ def test_kill_9_then_resume_ends_with_exactly_twenty_evaluations(tmp_path: Path)
         assert after["finished_at"] == row["finished_at"]
     assert len(pd.read_parquet(d / "candidates.parquet")) == 20
     assert json.loads((d / "run.json").read_text())["status"] == "finished"
-    again = subprocess.run([*BENCH, "run", "--resume", str(d)], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=120)
+    again = subprocess.run(
+        [*BENCH, "run", "--resume", str(d)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert again.returncode == 2 and "already finished" in again.stderr
 
 
 def test_ctrl_c_stops_cleanly_and_is_resumable(tmp_path: Path) -> None:
-    proc = subprocess.Popen(RUN, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        RUN,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     d = _wait_for_rows(tmp_path, 3, proc)
     os.killpg(proc.pid, signal.SIGINT)
     try:

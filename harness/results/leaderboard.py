@@ -1,0 +1,276 @@
+"""Per-family leaderboards: one Parquet row per finished run, and their per-agent summary.
+
+``leaderboards/<family>.parquet`` is rewritten atomically under an exclusive ``flock`` on the
+sidecar ``leaderboards/<family>.parquet.lock``, so concurrent runs finishing at the same time
+never lose each other's rows and readers never see a partial file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.envs.manifest import Direction, Progress
+from harness.evaluation.result import Status
+from harness.scoring.progress import normalized_progress
+from harness.stats.estimators import mean_sem
+
+from .atomic import atomic_write_parquet, lock_file, makedirs_durable, unlock_file
+from .records import CandidateRow, LeaderboardRow, RunInfo, arrow_schema, utc_now_iso
+
+LEADERBOARD_COLUMNS: tuple[str, ...] = tuple(LeaderboardRow.model_fields)
+"""Columns of a leaderboard file, in order."""
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "variant",
+    "agent",
+    "direction",
+    "runs",
+    "scored",
+    "seeds",
+    "best",
+    "score_mean",
+    "score_sem",
+    "progress_mean",
+    "progress_sem",
+    "n_infra_error",
+    "cost_usd",
+)
+"""Columns of :func:`summarize`'s result, in order."""
+
+
+class VariantLike(Protocol):
+    """What :func:`build_leaderboard_row` needs of a variant (satisfied by ``envs.registry.Variant``)."""
+
+    @property
+    def id(self) -> str:
+        """Variant id."""
+        ...
+
+    @property
+    def hash(self) -> str:
+        """Variant content hash."""
+        ...
+
+    @property
+    def direction(self) -> Direction:
+        """Direction of the combined score."""
+        ...
+
+    @property
+    def progress(self) -> Progress:
+        """Progress bounds."""
+        ...
+
+
+_FAMILY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def leaderboard_path(directory: Path, family: str) -> Path:
+    """Path of a family's leaderboard file.
+
+    Raises:
+        ValueError: If ``family`` is not a plain name.
+    """
+    if not _FAMILY.match(family):
+        raise ValueError(f"invalid family name {family!r}")
+    return Path(directory) / f"{family}.parquet"
+
+
+def append_leaderboard_row(directory: Path, row: LeaderboardRow, *, lock_timeout: float = 60.0) -> Path:
+    """Add a run to its family's leaderboard, replacing any row with the same ``run_id``.
+
+    Idempotent: appending the same row twice leaves one copy, in its original position.
+
+    Args:
+        directory: The leaderboards directory (created if needed).
+        row: The run's row; ``row.family`` selects the file.
+        lock_timeout: Seconds to wait for a concurrent writer.
+
+    Returns:
+        Path of the leaderboard file.
+
+    Raises:
+        ValueError: If ``row.family`` is not a plain name.
+        LockHeldError: If another writer holds the lock for longer than ``lock_timeout`` (a
+            ``TimeoutError``).
+        pyarrow.ArrowInvalid: If the existing file is unreadable.
+        OSError: If the file cannot be written; the previous file is then intact.
+    """
+    path = leaderboard_path(directory, row.family)
+    makedirs_durable(path.parent)
+    schema = arrow_schema(LeaderboardRow)
+    new = row.model_dump(mode="json")
+    lock_fd = lock_file(path.with_name(path.name + ".lock"), timeout=lock_timeout, stamp=f"pid {os.getpid()}")
+    try:
+        records: list[dict[str, Any]] = []
+        if path.exists():
+            records = [{k: r.get(k) for k in schema.names} for r in pq.read_table(path).to_pylist()]
+        kept: list[dict[str, Any]] = []
+        replaced = False
+        for r in records:
+            if r["run_id"] != row.run_id:
+                kept.append(r)
+            elif not replaced:  # first occurrence keeps its position; stray duplicates are dropped
+                kept.append(new)
+                replaced = True
+        if not replaced:
+            kept.append(new)
+        atomic_write_parquet(path, pa.Table.from_pylist(kept, schema=schema))
+    finally:
+        unlock_file(lock_fd)
+    return path
+
+
+def load_leaderboard(directory: Path, family: str) -> pd.DataFrame:
+    """Read a family's leaderboard.
+
+    Args:
+        directory: The leaderboards directory.
+        family: Family name.
+
+    Returns:
+        One row per run with :data:`LEADERBOARD_COLUMNS` (an empty, typed frame if absent).
+
+    Raises:
+        ValueError: If ``family`` is not a plain name.
+        pyarrow.ArrowInvalid: If the file is unreadable.
+    """
+    path = leaderboard_path(directory, family)
+    if not path.exists():
+        return arrow_schema(LeaderboardRow).empty_table().to_pandas()
+    return pq.read_table(path).to_pandas().reindex(columns=list(LEADERBOARD_COLUMNS))
+
+
+def build_leaderboard_row(
+    info: RunInfo, rows: Sequence[CandidateRow], variant: VariantLike, *, finished_at: str | None = None
+) -> LeaderboardRow:
+    """Summarise a run's journal into its leaderboard row.
+
+    The best score is the direction-aware best over ``ok`` evaluations; progress is measured
+    against the variant's bounds (0 when nothing scored).
+
+    Args:
+        info: The run header.
+        rows: The run's evaluations (``RunStore.rows()``).
+        variant: The resolved variant the run evaluated on (an ``envs.registry.Variant``).
+        finished_at: End time; defaults to ``info.ended_at``, else now.
+
+    Returns:
+        The row.
+
+    Raises:
+        ValueError: If ``info`` names a different variant or content hash than ``variant``.
+    """
+    if info.env_id != variant.id or info.env_hash != variant.hash:
+        raise ValueError(
+            f"run {info.run_id} is on {info.env_id}@{info.env_hash}, not {variant.id}@{variant.hash}"
+        )
+    scores = [r.score for r in rows if r.status is Status.OK and r.score is not None]
+    maximize = variant.direction is Direction.MAXIMIZE
+    best = (max(scores) if maximize else min(scores)) if scores else None
+    progress = normalized_progress(best, variant.progress.y_init, variant.progress.y_target)
+    return LeaderboardRow(
+        run_id=info.run_id,
+        family=info.family,
+        variant=variant.id,
+        env_version=info.env_version,
+        env_hash=info.env_hash,
+        agent=info.agent,
+        agent_version=info.agent_version,
+        agent_config_json=json.dumps(info.agent_config, sort_keys=True),
+        models_json=json.dumps(info.models, sort_keys=True),
+        seed=info.seed,
+        best_score=best,
+        n_evaluations=len(rows),
+        n_ok=sum(r.status is Status.OK for r in rows),
+        n_infra_error=sum(r.status is Status.INFRA_ERROR for r in rows),
+        progress=progress,
+        direction=variant.direction,
+        finished_at=finished_at or info.ended_at or utc_now_iso(),
+        git_commit=info.git_commit,
+        package_versions_json=json.dumps(info.package_versions, sort_keys=True),
+        cost_usd=math.fsum(r.cost_usd for r in rows),
+    )
+
+
+def _summarize_group(variant: str, agent: str, g: pd.DataFrame) -> dict[str, Any]:
+    direction = Direction(str(g["direction"].iloc[0]))
+    scores = pd.to_numeric(g["best_score"], errors="coerce").dropna().to_numpy(dtype=float)
+    failed = g["best_score"].isna().to_numpy()
+    progress = pd.to_numeric(g["progress"], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+    progress = np.where(failed, 0.0, progress)
+    score_mean, score_sem = mean_sem(scores)
+    progress_mean, progress_sem = mean_sem(progress)
+    if scores.size:
+        best = float(scores.max() if direction is Direction.MAXIMIZE else scores.min())
+    else:
+        best = math.nan
+    return {
+        "variant": variant,
+        "agent": agent,
+        "direction": str(direction),
+        "runs": len(g),
+        "scored": int(scores.size),
+        "seeds": int(g["seed"].nunique()),
+        "best": best,
+        "score_mean": score_mean,
+        "score_sem": score_sem,
+        "progress_mean": progress_mean,
+        "progress_sem": progress_sem,
+        "n_infra_error": int(pd.to_numeric(g["n_infra_error"]).fillna(0).sum()),
+        "cost_usd": float(pd.to_numeric(g["cost_usd"]).fillna(0.0).sum()),
+    }
+
+
+def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
+    """Aggregate leaderboard rows per (variant, agent).
+
+    Per group: ``runs`` (rows), ``scored`` (runs with a best score), ``seeds`` (distinct seeds),
+    ``best`` (direction-aware best of ``best_score``), ``score_mean`` / ``score_sem`` over scored
+    runs, ``progress_mean`` / ``progress_sem`` over all runs, total ``n_infra_error`` and
+    ``cost_usd``. SEM is the sample standard deviation (ddof=1) over sqrt(n), NaN when n < 2.
+
+    Failed runs (``best_score`` missing) count in ``runs`` and ``seeds`` and enter the progress
+    statistics with progress 0, but are excluded from ``score_mean`` / ``score_sem`` (a failure
+    has no score to average). Rows are not filtered by ``env_hash`` or ``env_version``; filter
+    ``df`` first if runs from different variant contents must not be pooled.
+
+    Args:
+        df: Leaderboard rows (as from :func:`load_leaderboard`).
+        variant: Keep only this variant id; None keeps all.
+
+    Returns:
+        One row per (variant, agent) with :data:`SUMMARY_COLUMNS`, sorted by variant, then by
+        mean progress (descending), then agent.
+
+    Raises:
+        KeyError: If ``df`` lacks a leaderboard column.
+        ValueError: If one variant's rows disagree on the score direction.
+    """
+    missing = [c for c in ("variant", "agent", "seed", "best_score", "progress", "direction") if c not in df]
+    if missing:
+        raise KeyError(f"leaderboard frame lacks columns {missing}")
+    if variant is not None:
+        df = df[df["variant"] == variant]
+    for v, g in df.groupby("variant"):
+        directions = sorted(set(g["direction"].astype(str)))
+        if len(directions) != 1:
+            raise ValueError(f"variant {v!r} has rows with mixed directions {directions}")
+    out = [_summarize_group(str(v), str(a), g) for (v, a), g in df.groupby(["variant", "agent"], sort=True)]
+    if not out:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
+    res = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
+    return res.sort_values(
+        ["variant", "progress_mean", "agent"], ascending=[True, False, True], kind="stable"
+    ).reset_index(drop=True)
