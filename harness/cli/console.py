@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import sys
 
 from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped output (logs, CI, tests) gets wide tables instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def fmt(x: float | None, digits: int = 4) -> str:

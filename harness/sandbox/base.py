@@ -49,10 +49,20 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Stop workers and kill every sandboxed process; idempotent."""
 
+    def terminate(self) -> None:
+        """Stop at once (on Ctrl-C or an error): abandon queued work, kill workers. Default: close."""
+        if et is None:
+            self.close()
+        else:
+            self.terminate()
+
     def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        if et is None:
+            self.close()
+        else:
+            self.terminate()

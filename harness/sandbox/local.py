@@ -113,7 +113,9 @@ class LocalBackend(Sandbox):
             if attempt <= self.infra_retries and not self._closed:
                 log.warning("infra error on attempt %d, retrying: %s", attempt, reason.splitlines()[0][:200])
                 delay = 0.5 * 2 ** (attempt - 1)
-                threading.Timer(delay, self._attempt, args=(job, variant, out, attempt + 1)).start()
+                timer = threading.Timer(delay, self._attempt, args=(job, variant, out, attempt + 1))
+                timer.daemon = True  # never keeps an interrupted process alive
+                timer.start()
                 return
             out.set_result(
                 res.model_copy(update={"attempts": attempt})
@@ -134,6 +136,16 @@ class LocalBackend(Sandbox):
             backend=self.name,
             attempts=attempts,
         )
+
+    def terminate(self) -> None:
+        """Kill the worker processes now (their sandboxes die with them) and cancel queued jobs."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         """Shut the worker pool down; workers kill their sandboxes as they exit."""

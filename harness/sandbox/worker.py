@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import time
 import traceback
 from dataclasses import dataclass
@@ -190,6 +191,8 @@ _STATE: WorkerState | None = None
 def init_worker(slot_queue: object, warm_env_ids: tuple[str, ...] = (), env_root: str | None = None) -> None:
     """Process-pool initializer: claim a slot (uid) and pre-start zygotes / scorers."""
     global _STATE
+    # Ctrl-C is the parent's to handle: it stops the run and kills workers deliberately.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     slot = slot_queue.get() if hasattr(slot_queue, "get") else os.getpid() % 1000
     _STATE = WorkerState(int(slot))
     for env_id in warm_env_ids:
