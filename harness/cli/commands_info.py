@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import tyro
 from rich.table import Table
 
-from harness.envs.data import ChecksumError, family_data_dir, fetch_source, sha256_file
+from harness.envs.data import ChecksumError, family_data_dir, fetch_source, missing_files, sha256_file
 from harness.envs.registry import default_registry
 from harness.results.leaderboard import load_leaderboard, summarize
 
@@ -152,6 +152,13 @@ def data(action: tyro.conf.Positional[Literal["fetch", "status"]], family: tyro.
     for key, src in sources.items():
         path = d / src.filename
         if action == "status":
+            if src.files:
+                miss = missing_files(d, src)
+                console.print(
+                    f"{fam}/{key}: {path}/ {len(src.files) - len(miss)}/{len(src.files)} files present "
+                    f"(all sha256-pinned); licence: {src.license or '?'}"
+                )
+                continue
             state = f"present, sha256 {sha256_file(path)}" if path.is_file() else "missing"
             pin = src.sha256 or "unpinned (recorded on first fetch)"
             console.print(f"{fam}/{key}: {path} {state}; expected {pin}; licence: {src.license or '?'}")
@@ -159,7 +166,8 @@ def data(action: tyro.conf.Positional[Literal["fetch", "status"]], family: tyro.
         console.print(f"fetching {fam}/{key} from {src.url} (~{src.size_hint_mb:g} MB) ...")
         try:
             out = fetch_source(fam, src)
-            console.print(f"  ok: {out} sha256 {sha256_file(out)}")
+            detail = f"{len(src.files)} files verified" if src.files else f"sha256 {sha256_file(out)}"
+            console.print(f"  ok: {out} {detail}")
         except ChecksumError as e:
             err_console.print(f"  checksum mismatch: {e}")
             code = 1

@@ -67,7 +67,7 @@ def require_data(variant: Variant) -> Path:
         DataMissingError: If a file is missing; names ``bench data fetch <family>``.
     """
     d = family_data_dir(variant.family)
-    missing = [s.filename for _, s in variant.data if not (d / s.filename).is_file()]
+    missing = [name for _, s in variant.data for name in missing_files(d, s)]
     if missing:
         raise DataMissingError(
             f"{variant.id} needs data that is not in {d}: {', '.join(missing)}. "
@@ -76,12 +76,38 @@ def require_data(variant: Variant) -> Path:
     return d
 
 
+def missing_files(d: Path, source: DataSource) -> list[str]:
+    """Files of a source that are not in the cache directory ``d``."""
+    if source.files:
+        return [
+            f"{source.filename}/{rel}" for rel in source.files if not (d / source.filename / rel).is_file()
+        ]
+    return [] if (d / source.filename).is_file() else [source.filename]
+
+
 Downloader = Callable[[str, Path], None]
 
 
 def _urllib_download(url: str, dest: Path) -> None:
     with urllib.request.urlopen(url, timeout=60) as r, dest.open("wb") as f:  # noqa: S310 - https URL from manifest
         shutil.copyfileobj(r, f, 1 << 20)
+
+
+def _fetch_one(url: str, dest: Path, want: str, download: Downloader) -> None:
+    if dest.is_file() and sha256_file(dest) == want:
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        download(url, tmp)
+        got = sha256_file(tmp)
+        if got != want:
+            raise ChecksumError(f"{url}: sha256 {got} does not match expected {want}")
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def fetch_source(family: str, source: DataSource, download: Downloader = _urllib_download) -> Path:
@@ -101,6 +127,10 @@ def fetch_source(family: str, source: DataSource, download: Downloader = _urllib
     """
     d = family_data_dir(family)
     d.mkdir(parents=True, exist_ok=True)
+    if source.files:
+        for rel, sha in sorted(source.files.items()):
+            _fetch_one(f"{source.url.rstrip('/')}/{rel}", d / source.filename / rel, sha, download)
+        return d / source.filename
     dest = d / source.filename
     want = expected_sha256(family, source)
     if dest.is_file() and want and sha256_file(dest) == want:

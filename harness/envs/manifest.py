@@ -81,14 +81,21 @@ class Progress(_Strict):
 
 
 class DataSource(_Strict):
-    """A public data file the family downloads into its cache, checked by sha256."""
+    """Public data the family downloads into its cache, checked by sha256.
+
+    Either one file (``url`` is the file, ``filename`` its name in the cache) or a set of files
+    (``files`` maps paths relative to ``url`` to their sha256; they land under the cache
+    directory ``filename``/).
+    """
 
     url: str
-    """Where to download it from."""
+    """Where to download it from (the file, or the base URL of ``files``)."""
     filename: str
-    """Name inside the cache directory."""
+    """Name inside the cache directory (a file, or a directory for ``files``)."""
     sha256: str = ""
-    """Expected sha256; empty means unpinned (recorded on first fetch, then enforced)."""
+    """Expected sha256 of a single file; empty means unpinned (recorded on first fetch, then enforced)."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """For a file set: relative path -> sha256 (all pinned)."""
     license: str = ""
     """Licence of the data, as published by its source."""
     size_hint_mb: float = 0.0

@@ -51,10 +51,7 @@ class Sandbox(ABC):
 
     def terminate(self) -> None:
         """Stop at once (on Ctrl-C or an error): abandon queued work, kill workers. Default: close."""
-        if et is None:
-            self.close()
-        else:
-            self.terminate()
+        self.close()
 
     def __enter__(self) -> Sandbox:
         return self
