@@ -127,7 +127,9 @@ class FamilyManifest(_Strict):
     """The ``[family]`` table plus defaults shared by all variants."""
 
     name: str
-    """Family id, also the directory name."""
+    """Family id, also the directory name (a Python package name, e.g. ``llm_sr``)."""
+    id_prefix: str = ""
+    """Prefix every variant id must start with (default: ``name``; e.g. ``llm-sr``)."""
     version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
     """Semantic version; bump it when scores are no longer comparable."""
     description: str
@@ -183,9 +185,10 @@ class EnvManifest(_Strict):
             raise ValueError(f"family.combined {self.family.combined!r} is not among metrics {names}")
         if not self.variants:
             raise ValueError("at least one variant is required")
+        prefix = self.family.id_prefix or self.family.name
         for vid, v in self.variants.items():
-            if not vid.startswith(self.family.name):
-                raise ValueError(f"variant id {vid!r} must start with the family name {self.family.name!r}")
+            if not vid.startswith(prefix):
+                raise ValueError(f"variant id {vid!r} must start with the family name {prefix!r}")
             for key in v.data:
                 if key not in self.data:
                     raise ValueError(f"variant {vid!r} needs data {key!r}, which has no [data.{key}] table")

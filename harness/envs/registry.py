@@ -203,8 +203,12 @@ class Registry:
         """
         self.root = root or environments_root()
         self._variants: dict[str, Variant] = {}
+        self._prefixes: dict[str, str] = {}
         for manifest_path in sorted(self.root.glob("*/env.toml")):
-            for v in _resolve(load_manifest(manifest_path), manifest_path):
+            manifest = load_manifest(manifest_path)
+            if manifest.family.id_prefix:
+                self._prefixes[manifest.family.id_prefix] = manifest.family.name
+            for v in _resolve(manifest, manifest_path):
                 if v.id in self._variants:
                     raise ManifestError(f"{manifest_path}: variant id {v.id!r} is defined twice")
                 self._variants[v.id] = v
@@ -240,6 +244,7 @@ class Registry:
         """
         if name in self._variants:
             name = self._variants[name].family
+        name = self._prefixes.get(name, name)
         found = self.variants(name)
         if not found:
             raise UnknownIdError(unknown_id_message("environment family", name, self.families()))
