@@ -105,6 +105,7 @@ def run(
     max_wall_s: float | None = None,
     max_cost_usd: float | None = None,
     agent_config: str = "{}",
+    model: str | None = None,
     mode: Mode = "warm",
     results_dir: Path = Path("results"),
     leaderboard_dir: Path = Path("leaderboards"),
@@ -123,6 +124,8 @@ def run(
         max_wall_s: Wall-clock budget in seconds.
         max_cost_usd: LLM cost budget in US dollars.
         agent_config: JSON object of agent configuration overrides.
+        model: LLM for every role of an LLM agent (litellm model string, e.g. ``gemini/gemini-2.5-pro``
+            or ``offline/pacevolve`` for the offline proposer); sets the config field ``model``.
         mode: ``warm`` (zygote fork per candidate) or ``cold`` (fresh interpreter per candidate).
         results_dir: Where run directories are created.
         leaderboard_dir: Where the finished run's leaderboard row is appended.
@@ -151,7 +154,13 @@ def run(
         v = reg.get(env)
         cls = get_agent_class(agent)
         try:
-            ag = cls(cls.Config.model_validate(json.loads(agent_config)))
+            overrides = json.loads(agent_config)
+            if model is not None:
+                if "model" not in cls.Config.model_fields:
+                    err_console.print(f"bench: error: agent {cls.name!r} does not use an LLM (--model)")
+                    return EXIT_USAGE
+                overrides["model"] = model
+            ag = cls(cls.Config.model_validate(overrides))
         except ValueError as e:
             err_console.print(f"bench: error: bad --agent-config: {e}")
             return EXIT_USAGE

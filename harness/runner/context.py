@@ -7,6 +7,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -130,6 +131,8 @@ class AgentContext(ABC):
     """Logger for the agent's own messages."""
     workers: int
     """Parallel evaluation slots of the backend (a natural batch size)."""
+    run_dir: Path | None
+    """The run directory (for agent-owned records such as ``llm_calls.parquet``); None in unit tests."""
 
     @abstractmethod
     def evaluate(self, proposals: Sequence[Proposal]) -> list[Evaluated]:

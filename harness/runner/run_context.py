@@ -61,6 +61,7 @@ class RunContext(AgentContext):
         self.log = logging.getLogger(f"agent.{store.info.agent}")
         self.store, self.backend, self.on_result = store, backend, on_result
         self.workers = int(getattr(backend, "workers", 1))
+        self.run_dir = store.run_dir
         self._journal = {r.seq: r for r in store.rows()}
         self._next_seq = 0
         self._best: Evaluated | None = None
