@@ -53,8 +53,15 @@ def _works(cmd: list[str]) -> bool:
 
 @cache
 def detect_isolation() -> IsolationInfo:
-    """Probe bwrap / unshare once per process and log what is missing."""
+    """Probe bwrap / unshare once per process and log what is missing.
+
+    Inside an evobench container image (``EVOBENCH_ISOLATION=container``) the container is the
+    outer sandbox (no network, read-only root, capability-dropped) and candidates run under a
+    separate unprivileged uid that cannot read the root-only scorer and data directories.
+    """
     root = os.geteuid() == 0
+    if os.environ.get("EVOBENCH_ISOLATION") == "container" and root:
+        return IsolationInfo("container", drops_uid=True)
     if os.environ.get("EVOBENCH_NO_BWRAP") != "1" and shutil.which("bwrap"):
         probe = [
             "bwrap",
@@ -301,10 +308,78 @@ def sandbox_command(
             prefix += ["prlimit", f"--nproc={nproc}", "--"]
         return prefix + argv
     argv = [a.replace("{python}", py).replace("{shim}", str(shim_dir())) for a in argv]
+    if info.level == "container":
+        # No CAP_SETPCAP in the container, so the bounding set is left as docker dropped it.
+        pre = [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--no-new-privs",
+        ]
+        if nproc is not None:
+            pre += ["prlimit", f"--nproc={nproc}", "--"]
+        return [*pre, *argv]
     if info.level == "unshare":
         root = os.geteuid() == 0
-        pre = ["unshare", "--net", "--pid", "--fork", "--kill-child"]
+        pre = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
         if not root:
             pre.insert(1, "--map-root-user")
         return [*pre, "--", *argv]
     return argv
+
+
+@dataclass(frozen=True)
+class ZygotePolicy:
+    """Where a warm zygote works and how it cleans up after each candidate."""
+
+    cwd: Path | None
+    """Working directory of the zygote (None: the sandbox's /sandbox)."""
+    scratch: tuple[str, ...]
+    """Directories wiped after each candidate (only what the zygote's uid may delete)."""
+    reap: str
+    """``all`` (kill every visible process but pid 1 and the zygote) or ``group`` (the child's group)."""
+
+
+def zygote_policy(scratch_root: Path) -> ZygotePolicy:
+    """The safe cleanup policy for this isolation level.
+
+    ``all`` is used only where it cannot hit anything but candidates: in bwrap's private PID
+    namespace, or in a container where the zygote's uid belongs to candidates alone.
+    """
+    level = detect_isolation().level
+    if level == "bwrap":
+        return ZygotePolicy(None, (SANDBOX_WORKDIR, "/tmp", "/dev/shm"), "all")
+    if level == "container":
+        return ZygotePolicy(Path(SANDBOX_WORKDIR), (SANDBOX_WORKDIR, "/tmp", "/dev/shm"), "all")
+    return ZygotePolicy(scratch_root, (str(scratch_root),), "group")
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process running under ``uid`` (a candidate-only uid); returns how many.
+
+    Used where candidates share no PID namespace with nothing else (inside a container): a
+    grandchild that called ``setsid`` escapes its process group but not its uid.
+    """
+    import signal
+
+    if uid == 0 or uid == os.geteuid():
+        raise ValueError("refusing to kill every process of the harness's own uid")
+    killed = 0
+    for _ in range(5):
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                if os.stat(f"/proc/{name}").st_uid != uid:
+                    continue
+                os.kill(int(name), signal.SIGKILL)
+                found += 1
+            except OSError:
+                continue
+        killed += found
+        if not found:
+            break
+    return killed

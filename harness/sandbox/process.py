@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,15 @@ from harness.envs.manifest import Hardware
 from harness.evaluation.errors import InfraError
 
 from . import wire
-from .isolation import candidate_env, preexec, rlimits, sandbox_command
+from .isolation import (
+    candidate_env,
+    detect_isolation,
+    kill_uid,
+    preexec,
+    rlimits,
+    sandbox_command,
+    zygote_policy,
+)
 
 READY_TIMEOUT_S = 60.0
 
@@ -63,6 +72,12 @@ class CappedReader:
     def truncated(self) -> bool:
         """Whether output beyond the cap was discarded."""
         return self.total > self.cap
+
+
+def kill_candidate_uid(uid: int) -> None:
+    """Where candidates have a uid of their own but no PID namespace (containers), kill that uid."""
+    if detect_isolation().level == "container":
+        kill_uid(uid)
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -187,6 +202,7 @@ class Zygote:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
         self._log: CappedReader | None = None
+        self._scratch: Path | None = None
 
     @property
     def alive(self) -> bool:
@@ -203,8 +219,19 @@ class Zygote:
         parent, child = socket.socketpair()
         lim = rlimits(self.hw)
         lim.pop("RLIMIT_AS")  # the zygote holds the pre-imported modules; each child gets the limit
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="evobench-zygote-"))
+            os.chmod(self._scratch, 0o777)
+        policy = zygote_policy(self._scratch)
         cmd = sandbox_command(
-            [*_serve_argv(), "zygote", str(child.fileno()), ",".join(self.preload)],
+            [
+                *_serve_argv(),
+                "zygote",
+                str(child.fileno()),
+                ",".join(self.preload),
+                ",".join(policy.scratch),
+                policy.reap,
+            ],
             workdir=None,
             uid=self.uid,
             hw=self.hw,
@@ -217,6 +244,7 @@ class Zygote:
                 stderr=subprocess.PIPE,
                 pass_fds=(child.fileno(),),
                 env=candidate_env(self.hw.cpus),
+                cwd=policy.cwd,
                 start_new_session=True,
                 preexec_fn=preexec(lim),
             )
@@ -234,6 +262,7 @@ class Zygote:
         """Kill the zygote sandbox and everything in it."""
         if self._proc is not None:
             kill_group(self._proc)
+            kill_candidate_uid(self.uid)
         if self._ctrl is not None:
             self._ctrl.close()
         self._proc = self._ctrl = None

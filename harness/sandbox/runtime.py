@@ -18,7 +18,7 @@ from harness.scoring.api import CallResult, ExecResult
 
 from . import wire
 from .isolation import candidate_env, preexec, rlimits, sandbox_command
-from .process import CandidateConnection, CappedReader, Zygote, kill_group, launch_cold
+from .process import CandidateConnection, CappedReader, Zygote, kill_candidate_uid, kill_group, launch_cold
 
 _REASON_CAP = 2000
 
@@ -176,6 +176,7 @@ class SandboxedCandidate:
         except TimeoutError:
             kill_group(proc)
             timed_out, limit, status, usage = True, "wall", -9, None
+        kill_candidate_uid(self.uid)
         seconds = time.perf_counter() - t0
         self.candidate_seconds += seconds
         rc: int | None = os.waitstatus_to_exitcode(status) if not timed_out else None
@@ -243,6 +244,7 @@ class SandboxedCandidate:
             self._collect_output()
             if self._conn.proc is not None:
                 kill_group(self._conn.proc)
+                kill_candidate_uid(self.uid)
             self._conn.sock.close()
         if self.zygote is not None and self._conn is not None:
             self.zygote.stop()
@@ -259,6 +261,7 @@ class SandboxedCandidate:
         if conn is not None and not self._killed_sandbox:
             if conn.proc is not None:
                 kill_group(conn.proc)
+                kill_candidate_uid(self.uid)
             conn.sock.close()
             if self.zygote is not None:
                 self.zygote.reap()

@@ -24,7 +24,6 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402
 
-SCRATCH_DIRS = ("/sandbox", "/tmp", "/dev/shm")
 _TB_LIMIT = 4000
 
 
@@ -125,8 +124,22 @@ def _wipe(path: str, dev: int | None = None) -> None:
             pass
 
 
-def _kill_others() -> None:
+def _kill_others(children: list[int], reap: str) -> None:
+    """Kill what candidates left behind.
+
+    ``reap="all"``: every process visible in /proc but pid 1 and this one (only safe in a private
+    PID namespace, or when this process's uid is private to candidates: signals to other uids fail).
+    ``reap="group"``: only the session / process group of each spawned child.
+    """
     me = os.getpid()
+    if reap != "all":
+        for pid in children:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        _reap_children()
+        return
     for _ in range(5):
         found = False
         for name in os.listdir("/proc"):
@@ -136,19 +149,29 @@ def _kill_others() -> None:
                     os.kill(int(name), signal.SIGKILL)
                 except OSError:
                     pass
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        _reap_children()
         if not found:
             return
 
 
-def zygote(ctrl: socket.socket, preload: list[str]) -> None:
-    """Pre-import modules, then fork one fresh child per ``spawn`` request."""
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: str) -> None:
+    """Pre-import modules, then fork one fresh child per ``spawn`` request.
+
+    Each child works in a fresh directory under the zygote's cwd; after each candidate the zygote
+    kills leftovers (see :func:`_kill_others`) and wipes the ``scratch`` directories.
+    """
+    root = os.getcwd()
+    children: list[int] = []
     for name in preload:
         if name:
             importlib.import_module(name)
@@ -175,7 +198,7 @@ def zygote(ctrl: socket.socket, preload: list[str]) -> None:
                     os.close(err_r)
                     os.dup2(out_w, 1)
                     os.dup2(err_w, 2)
-                    workdir = f"/sandbox/c{counter}"
+                    workdir = os.path.join(root, f"c{counter}")
                     os.mkdir(workdir, 0o700)
                     os.chdir(workdir)
                     os.environ.clear()
@@ -192,10 +215,12 @@ def zygote(ctrl: socket.socket, preload: list[str]) -> None:
             parent_end.close()
             os.close(out_r)
             os.close(err_r)
+            children.append(pid)
             wire.send_message(ctrl, {"type": "spawned", "pid": pid})
         elif op == "reap":
-            _kill_others()
-            for d in SCRATCH_DIRS:
+            _kill_others(children, reap)
+            children.clear()
+            for d in scratch:
                 _wipe(d)
             wire.send_message(ctrl, {"type": "reaped"})
         else:
@@ -203,13 +228,17 @@ def zygote(ctrl: socket.socket, preload: list[str]) -> None:
 
 
 def main() -> None:
-    """Entry point: ``python -I shim.py serve|zygote FD [preload,modules]``."""
+    """Entry point: ``python -I shim.py serve FD`` or ``zygote FD PRELOAD SCRATCH REAP``.
+
+    PRELOAD and SCRATCH are comma-separated lists (may be empty); REAP is ``all`` or ``group``.
+    """
     mode, fd = sys.argv[1], int(sys.argv[2])
     sock = socket.socket(fileno=fd)
     if mode == "serve":
         serve(sock)
     elif mode == "zygote":
-        zygote(sock, sys.argv[3].split(",") if len(sys.argv) > 3 else [])
+        preload, scratch, reap = sys.argv[3], sys.argv[4], sys.argv[5]
+        zygote(sock, [m for m in preload.split(",") if m], [d for d in scratch.split(",") if d], reap)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 
