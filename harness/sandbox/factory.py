@@ -26,4 +26,14 @@ def make_backend(
         from .local import LocalBackend
 
         return LocalBackend(workers=workers, mode=mode, prewarm=prewarm)
+    if name == "docker":
+        try:
+            import docker  # noqa: F401
+        except ImportError as e:
+            raise BackendUnavailable(
+                "the docker backend needs docker-py: pip install 'evobench[docker]'"
+            ) from e
+        from .docker_backend import DockerBackend
+
+        return DockerBackend(workers=workers, mode=mode, prewarm=prewarm)
     raise BackendUnavailable(f"backend {name!r} is not available in this version; use --backend local")
