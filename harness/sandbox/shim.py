@@ -206,6 +206,9 @@ def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: st
                     os.setsid()
                     _apply_limits(req["limits"])
                     serve(child_end)
+                except BaseException:  # noqa: BLE001 - report why the child could not start
+                    traceback.print_exc()
+                    sys.stderr.flush()
                 finally:
                     os._exit(70)
             child_end.close()
