@@ -160,6 +160,8 @@ class FamilyManifest(_Strict):
     """``module:function`` returning the family's mutation operators (for offline baselines)."""
     image: str = "cpu"
     """Default Docker image recipe."""
+    preload: list[str] = Field(default_factory=lambda: ["numpy", "torch"])
+    """Modules the sandbox imports before loading a Python candidate (warm zygotes and cold starts)."""
     hashed_files: list[str] = Field(default_factory=list)
     """Extra files in the family directory that affect scores (data recipe, helpers)."""
 

@@ -97,6 +97,8 @@ class Variant:
     """Whether this is the family's CPU smoke-test variant."""
     mutations_ref: str
     """``module:function`` giving mutation operators, or empty."""
+    preload: tuple[str, ...]
+    """Modules imported in the sandbox before a Python candidate is loaded."""
     family_dir: Path
     """Directory of the family."""
     hash: str
@@ -182,6 +184,7 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
                 progress=ov.progress or manifest.progress,
                 tiny=ov.tiny,
                 mutations_ref=fam.mutations,
+                preload=tuple(fam.preload),
                 family_dir=family_dir,
                 hash=_content_hash(raw, resolved, family_dir, hashed),
             )

@@ -136,8 +136,13 @@ def _serve_argv() -> list[str]:
     return ["{python}", "-I", "{shim}/shim.py"]
 
 
-def launch_cold(hw: Hardware, uid: int, workdir: Path, output_cap: int) -> CandidateConnection:
+def launch_cold(
+    hw: Hardware, uid: int, workdir: Path, output_cap: int, preload: tuple[str, ...] = ()
+) -> CandidateConnection:
     """Start a fresh sandboxed ``shim serve`` process (one per candidate).
+
+    ``preload`` modules are imported before the process reports ready, so their import time is
+    accounted as setup rather than as the candidate's first call.
 
     Raises:
         InfraError: If the sandbox does not start or never reports ready.
@@ -145,7 +150,7 @@ def launch_cold(hw: Hardware, uid: int, workdir: Path, output_cap: int) -> Candi
     parent, child = socket.socketpair()
     lim = rlimits(hw)
     cmd = sandbox_command(
-        [*_serve_argv(), "serve", str(child.fileno())],
+        [*_serve_argv(), "serve", str(child.fileno()), ",".join(preload)],
         workdir=workdir,
         uid=uid,
         hw=hw,

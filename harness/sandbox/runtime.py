@@ -41,6 +41,7 @@ class SandboxedCandidate:
         deadline: float,
         uid: int,
         zygote: Zygote | None,
+        preload: tuple[str, ...] = (),
     ) -> None:
         """Prepare (but do not start) the sandbox for one candidate."""
         self._source = source
@@ -50,6 +51,7 @@ class SandboxedCandidate:
         self.deadline = deadline
         self.uid = uid
         self.zygote = zygote
+        self.preload = preload
         self._workdir = Path(tempfile.mkdtemp(prefix="evobench-cand-"))
         os.chmod(self._workdir, 0o777)  # the unprivileged sandbox uid writes build outputs here
         self._conn: CandidateConnection | None = None
@@ -199,7 +201,7 @@ class SandboxedCandidate:
             if self.zygote is not None:
                 self._conn = self.zygote.spawn()
             else:
-                self._conn = launch_cold(self.hw, self.uid, self._workdir, self._out_cap)
+                self._conn = launch_cold(self.hw, self.uid, self._workdir, self._out_cap, self.preload)
         finally:
             self.setup_seconds += time.perf_counter() - t0
         return self._conn

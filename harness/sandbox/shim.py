@@ -231,13 +231,16 @@ def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: st
 
 
 def main() -> None:
-    """Entry point: ``python -I shim.py serve FD`` or ``zygote FD PRELOAD SCRATCH REAP``.
+    """Entry point: ``python -I shim.py serve FD [PRELOAD]`` or ``zygote FD PRELOAD SCRATCH REAP``.
 
     PRELOAD and SCRATCH are comma-separated lists (may be empty); REAP is ``all`` or ``group``.
     """
     mode, fd = sys.argv[1], int(sys.argv[2])
     sock = socket.socket(fileno=fd)
     if mode == "serve":
+        for name in sys.argv[3].split(",") if len(sys.argv) > 3 else []:
+            if name:
+                importlib.import_module(name)
         serve(sock)
     elif mode == "zygote":
         preload, scratch, reap = sys.argv[3], sys.argv[4], sys.argv[5]

@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["cold", "warm"]
 _TAIL = 4096
-WARM_PRELOAD = ("numpy", "torch")
 
 
 @dataclass(frozen=True)
@@ -80,10 +79,10 @@ class WorkerState:
 
     def zygote(self, variant: Variant) -> Zygote:
         """The warm zygote for the variant's hardware spec (started lazily)."""
-        key = (variant.hardware,)
+        key = (variant.hardware, variant.preload)
         if key not in self._zygotes:
             hw = variant.hardware
-            self._zygotes[key] = Zygote(hw, self.uid, WARM_PRELOAD, hw.output_kb * 1024)
+            self._zygotes[key] = Zygote(hw, self.uid, variant.preload, hw.output_kb * 1024)
         return self._zygotes[key]
 
     def close(self) -> None:
@@ -144,6 +143,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
             deadline=deadline,
             uid=state.uid,
             zygote=zygote,
+            preload=variant.preload if variant.language is Language.PYTHON else (),
         )
         t_score = time.perf_counter()
         outcome = scorer.score(cand)

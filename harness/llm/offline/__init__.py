@@ -1,0 +1,34 @@
+"""The offline proposer: a deterministic, seeded stand-in for an LLM (NOT an LLM), model ``offline/<name>``.
+
+See :mod:`harness.llm.offline.provider` for the provider, :mod:`harness.llm.offline.prompt` for
+the prompt convention it reads, and :mod:`harness.llm.offline.tools` for the operator side channel.
+"""
+
+from .prompt import OfflinePrompt, code_blocks, code_fence, fenced, parse_offline_prompt
+from .provider import (
+    FINGERPRINT,
+    Responder,
+    answer,
+    offline_proposers,
+    register_offline_proposer,
+    request_rng,
+)
+from .tools import OfflineEdit, operators_for, propose_edit, register_operators
+
+__all__ = [
+    "FINGERPRINT",
+    "OfflineEdit",
+    "OfflinePrompt",
+    "Responder",
+    "answer",
+    "code_blocks",
+    "code_fence",
+    "fenced",
+    "offline_proposers",
+    "operators_for",
+    "parse_offline_prompt",
+    "propose_edit",
+    "register_offline_proposer",
+    "register_operators",
+    "request_rng",
+]
