@@ -69,6 +69,13 @@ class _Container:
             cmd += ["--prewarm", variant.id]
         devices = [DeviceRequest(count=hw.gpu_count, capabilities=[["gpu"]])] if hw.gpu_count else None
         try:
+            client.images.get(image)  # never let `run` try to pull: images are built, not fetched
+        except ImageNotFound as e:
+            shutil.rmtree(self.sockdir, ignore_errors=True)
+            raise DockerInfraError(
+                f"image {image} not found; build it with `bench images build --env {variant.id}`"
+            ) from e
+        try:
             self.container = client.containers.run(
                 image,
                 cmd,
