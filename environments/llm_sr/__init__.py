@@ -1,0 +1,1 @@
+"""LLM-SR: symbolic regression of scientific equations (equation skeletons with fitted parameters)."""

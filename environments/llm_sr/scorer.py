@@ -1,0 +1,302 @@
+"""Trusted scorer of the LLM-SR family: fit the candidate skeleton's parameters, then test it.
+
+Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
+
+1. **Fit** (``fit.py``). The scorer runs BFGS on the train NMSE from params = 1.0. Every
+   objective evaluation is one ``candidate.call("equation", *train_input_columns, params)`` into
+   the candidate's sandboxed process; the targets stay in this process, and the MSE is computed
+   here. One call costs ~0.4 ms (500 rows) to ~1 ms (10,000 rows) of IPC, and a fit takes a few
+   hundred to ~1,000 calls (capped by ``max_calls``), so no candidate-side batching helper is
+   needed: the contract stays the plain LLM-SR skeleton.
+2. **Predict in a fresh process.** The fitted params are written, with the input columns of all
+   three splits, into a directory of the candidate's work directory, and a *new* sandboxed
+   interpreter (``candidate.run``) loads the candidate source from scratch and returns its
+   predictions (``sandbox_driver.py``). Why not reuse the fitting process: the sequence of
+   parameter vectors BFGS sends is a function of the train targets (each step reveals a
+   gradient, i.e. inner products of the residual with features the candidate chooses), so a
+   stateful candidate could learn far more than 10 numbers about the targets during the fit and
+   use it on the test inputs. A fresh interpreter holds only the source and the 10 fitted numbers.
+   Before that run the work directory is made read-only for the sandbox user and emptied, so the
+   fitting process cannot leave files for the fresh one (in warm mode the two never share a file
+   system anyway; in cold mode this relies on the sandbox's uid switch, i.e. a harness running
+   as root).
+3. **Check and score.** The fresh train predictions must reproduce the ones the fitting process
+   returned at the same params (rule ``deterministic``); all predictions must be finite (rule
+   ``finite``). Metrics: train MSE; NMSE = mean((y - y_hat)^2) / var(y) and its log10 on test_id
+   and test_ood. Combined score: log10 NMSE on test_id (minimised), floored at log10(1e-30).
+
+Validity rules (``CandidateInvalid``, message ``rule '<name>': ...``): ``type`` / ``dtype`` /
+``shape`` (a real numpy array with one value per row), ``finite``, ``max-params`` (the skeleton
+indexes past the 10 parameters it is given), ``deterministic``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import secrets
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.envs.manifest import DataSource
+from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
+from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
+
+from .data import SPLITS, Problem, load_csv_problem, oscillator_problem
+from .fit import FitSettings, fit_parameters, nmse
+
+DRIVER_FILE = Path(__file__).resolve().with_name("sandbox_driver.py")
+MAGIC = b"\x00EVOBENCH-LLM-SR-PREDICTIONS\x00"  # must match sandbox_driver.MAGIC
+RULE_EXIT = 3  # sandbox_driver's exit code for a broken rule
+ENTRY = "equation"
+_REASON_CAP = 1500
+
+
+def check_prediction(value: Any, rows: int, split: str) -> np.ndarray:
+    """Turn one ``equation`` result into a float64 vector or raise ``CandidateInvalid``.
+
+    Finiteness is not checked here (the fit treats non-finite trial points as infinitely bad).
+    """
+    if not isinstance(value, np.ndarray):
+        raise CandidateInvalid(
+            f"rule 'type': on {split}, equation returned a {type(value).__name__}; expected a numpy "
+            f"array of shape ({rows},)"
+        )
+    if value.dtype.kind not in "fiu":
+        raise CandidateInvalid(
+            f"rule 'dtype': on {split}, equation returned dtype {value.dtype}; expected real numbers"
+        )
+    if value.shape != (rows,):
+        raise CandidateInvalid(
+            f"rule 'shape': on {split}, equation returned shape {value.shape}; expected ({rows},), one "
+            "prediction per row (broadcast constants, e.g. with np.full_like)"
+        )
+    return np.array(value, dtype=np.float64)
+
+
+def _is_index_error(err: CandidateError) -> bool:
+    head = err.reason.split(":", 1)[0]
+    return head.startswith(f"{ENTRY} raised IndexError")
+
+
+def _seal_workdir(workdir: Path) -> None:
+    """Make the work directory unwritable for the sandbox user and remove everything in it.
+
+    Entries are removed without following symbolic links (``shutil.rmtree`` works on file
+    descriptors). Failures are ignored: they can only leave the candidate's own files behind.
+    """
+    try:
+        os.chmod(workdir, 0o755)
+    except OSError:
+        pass
+    try:
+        entries = list(os.scandir(workdir))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` (which must not exist; links are not followed) world-readable, and write it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(data)
+    finally:
+        os.close(fd)
+
+
+def parse_frame(stdout: bytes, rows: list[int]) -> list[np.ndarray]:
+    """Split the prediction frame at the end of the driver's stdout into one vector per split.
+
+    Raises:
+        CandidateError: If the frame is missing or has the wrong length.
+    """
+    payload_len = 8 * sum(rows)
+    frame_len = len(MAGIC) + 8 + payload_len
+    frame = stdout[-frame_len:]
+    if len(frame) != frame_len or not frame.startswith(MAGIC):
+        raise CandidateError(
+            "the fresh prediction process did not end its output with the prediction frame "
+            f"(expected {frame_len} bytes at the end of stdout, got {len(stdout)} bytes in total)"
+        )
+    (declared,) = struct.unpack("<Q", frame[len(MAGIC) : len(MAGIC) + 8])
+    if declared != payload_len:
+        raise CandidateError(f"the prediction frame declares {declared} bytes, expected {payload_len}")
+    flat = np.frombuffer(frame[len(MAGIC) + 8 :], dtype="<f8").astype(np.float64)
+    bounds = np.cumsum([0, *rows])
+    return [flat[bounds[i] : bounds[i + 1]] for i in range(len(rows))]
+
+
+class LlmSrScorer(Scorer):
+    """Fit-then-test scorer of an LLM-SR equation skeleton.
+
+    Parameters (``variant.scorer_params``): fit settings (``max_params`` [10], ``param_init``
+    [1.0], ``gtol`` [1e-10], ``max_iter`` [150], ``max_calls`` [3000], ``fd_scheme``
+    ["3-point"]); ``nmse_floor`` [1e-30]; ``deterministic_rtol`` [1e-9]; ``fresh_timeout_s`` [60];
+    either ``synthetic = true`` with the keys of :func:`data.oscillator_problem`, or ``problem``,
+    ``columns``, ``target`` (and optionally ``data_key``) for a released problem.
+    """
+
+    problem: Problem
+
+    def prepare(self) -> None:
+        """Load (or regenerate) the problem and read the settings.
+
+        Raises:
+            DataMissingError: The released data has not been fetched.
+            ChecksumError: A cached file does not match its pinned sha256.
+            ValueError: The parameters or the data are inconsistent.
+        """
+        p = self.params
+        self.settings = FitSettings.from_params(p)
+        self.nmse_floor = float(p.get("nmse_floor", 1e-30))
+        self.deterministic_rtol = float(p.get("deterministic_rtol", 1e-9))
+        self.fresh_timeout_s = float(p.get("fresh_timeout_s", 60.0))
+        if p.get("synthetic", False):
+            self.problem = oscillator_problem(p)
+        else:
+            source = self._source()
+            self.problem = load_csv_problem(
+                self.data_dir,
+                source_dir=source.filename,
+                problem=str(p["problem"]),
+                columns=tuple(str(c) for c in p["columns"]),
+                target_name=str(p["target"]),
+                checksums=source.files,
+            )
+        self.driver_source = DRIVER_FILE.read_bytes()
+        train = self.problem.splits["train"]
+        self.train_columns = train.columns()
+        self.target_scale = float(np.max(np.abs(train.target)))
+
+    def _source(self) -> DataSource:
+        key = self.params.get("data_key")
+        for k, source in self.variant.data:
+            if key is None or k == key:
+                return source
+        raise ValueError(
+            f"{self.variant.id}: no data source {key!r} among {[k for k, _ in self.variant.data]}"
+        )
+
+    # -- scoring ------------------------------------------------------------------------------
+
+    def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
+        """Fit on train through the candidate process, predict all splits in a fresh process, score."""
+        train = self.problem.splits["train"]
+        columns = self.train_columns
+        call_seconds = 0.0
+
+        def predict(params: np.ndarray) -> np.ndarray:
+            nonlocal call_seconds
+            try:
+                result = candidate.call(ENTRY, *columns, params)
+            except CandidateError as e:
+                if _is_index_error(e):
+                    raise CandidateInvalid(
+                        f"rule 'max-params': equation indexes past the {self.settings.max_params} "
+                        f"parameters it is given ({e.reason.splitlines()[0][:300]})"
+                    ) from e
+                raise
+            call_seconds += float(result.seconds)
+            return check_prediction(result.value, train.rows, "train")
+
+        fit = fit_parameters(predict, train.target, self.settings)
+        predictions, run_seconds = self._fresh_predictions(candidate, fit.params)
+
+        fresh_train = predictions["train"]
+        tol = self.deterministic_rtol * max(self.target_scale, float(np.max(np.abs(fit.prediction))), 1e-300)
+        worst = float(np.max(np.abs(fresh_train - fit.prediction)))
+        if not worst <= tol:
+            raise CandidateInvalid(
+                "rule 'deterministic': in a fresh process, equation's train predictions at the fitted "
+                f"parameters differ from those it returned during the fit (max difference {worst:.3g}); "
+                "equation must be a pure function of its arguments"
+            )
+        metrics: dict[str, float] = {}
+        for split in SPLITS:
+            target = self.problem.splits[split].target
+            err = nmse(predictions[split], target)
+            if not math.isfinite(err):
+                raise CandidateInvalid(f"rule 'finite': the squared error on {split} overflows")
+            if split == "train":
+                with np.errstate(all="ignore"):
+                    mse = float(np.mean((predictions[split] - target) ** 2))
+                metrics["train_mse"] = require_finite("train_mse", mse)
+                metrics["train_nmse"] = err
+                continue
+            key = "id" if split == "test_id" else "ood"
+            metrics[f"nmse_{key}"] = err
+            metrics[f"log10_nmse_{key}"] = math.log10(max(err, self.nmse_floor))
+        metrics["fit_calls"] = float(fit.calls)
+        return ScoreOutcome(
+            score=metrics["log10_nmse_id"],
+            metrics=metrics,
+            candidate_seconds=call_seconds + run_seconds,
+        )
+
+    def _fresh_predictions(
+        self, candidate: CandidateRuntime, params: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float]:
+        """Predict every split with ``params`` in a new sandboxed interpreter (see module docstring).
+
+        Raises:
+            CandidateInvalid: A broken rule (shape, finite).
+            CandidateError: The process failed or its output is malformed.
+            CandidateTimeout: The process ran out of time.
+        """
+        workdir = Path(candidate.workdir)
+        _seal_workdir(workdir)
+        sub = workdir / f"llm-sr-{secrets.token_hex(8)}"
+        sub.mkdir(mode=0o755)
+        os.chmod(sub, 0o755)
+        buf = io.BytesIO()
+        arrays: dict[str, Any] = {"splits": np.array(SPLITS), "params": np.asarray(params, dtype=np.float64)}
+        for split in SPLITS:
+            arrays[f"x_{split}"] = self.problem.splits[split].inputs
+        np.savez(buf, **arrays)
+        _write_new(sub / "inputs.npz", buf.getvalue())
+        _write_new(sub / "candidate.py", candidate.source.encode("utf-8"))
+        _write_new(sub / "sandbox_driver.py", self.driver_source)
+        timeout = min(self.fresh_timeout_s, max(candidate.remaining(), 0.0))
+        if timeout <= 0:
+            raise CandidateTimeout("no time left to predict the test splits")
+        res = candidate.run(["{python}", "-I", "-B", f"{sub.name}/sandbox_driver.py"], timeout=timeout)
+        stderr = res.stderr.decode("utf-8", errors="replace").strip()
+        if res.timed_out:
+            raise CandidateTimeout(
+                f"predicting the splits in a fresh process hit the {res.limit or 'wall'} limit "
+                f"({timeout:.1f} s)"
+            )
+        if res.returncode == RULE_EXIT:
+            last = stderr.splitlines()[-1] if stderr else ""
+            msg = last if last.startswith("rule '") else f"rule 'shape': {last}"
+            raise CandidateInvalid(msg[:_REASON_CAP])
+        if res.returncode != 0:
+            raise CandidateError(
+                f"predicting the splits in a fresh process failed (exit code {res.returncode}): "
+                f"{stderr[-_REASON_CAP:]}"
+            )
+        rows = [self.problem.splits[s].rows for s in SPLITS]
+        parts = parse_frame(res.stdout, rows)
+        out = dict(zip(SPLITS, parts, strict=True))
+        for split, pred in out.items():
+            bad = int(np.count_nonzero(~np.isfinite(pred)))
+            if bad:
+                raise CandidateInvalid(
+                    f"rule 'finite': {bad} of {pred.size} predictions on {split} are NaN or infinite"
+                )
+        return out, float(res.seconds)

@@ -1,0 +1,39 @@
+"""The family's offline mutation operators produce programs the scorer accepts."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from environments.llm_sr.mutations import operators
+from environments.llm_sr.scorer import LlmSrScorer
+from harness.envs.registry import default_registry
+
+CASES = [(op.name, i) for op in operators() for i in range(len(op.replacements))]
+
+
+@pytest.fixture(scope="module")
+def tiny_scorer(tmp_path_factory: pytest.TempPathFactory) -> LlmSrScorer:
+    v = default_registry().get("llm-sr-tiny")
+    s = LlmSrScorer(v, tmp_path_factory.mktemp("no-data"))
+    s.prepare()
+    return s
+
+
+def test_every_operator_applies_to_the_initial_program() -> None:
+    initial = default_registry().get("llm-sr-tiny").initial_program
+    for op in operators():
+        out = op.apply(initial, random.Random(0), "python")
+        assert out is not None and out != initial, op.name
+
+
+@pytest.mark.parametrize(("name", "index"), CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_each_replacement_scores(tiny_scorer: LlmSrScorer, fake_runtime: Any, name: str, index: int) -> None:
+    v = tiny_scorer.variant
+    op = next(o for o in operators() if o.name == name)
+    program = v.initial_program.replace(op.search, op.replacements[index])
+    assert program != v.initial_program
+    out = tiny_scorer.score(fake_runtime(program))
+    assert out.metrics["log10_nmse_id"] < 0.5, out.metrics
