@@ -1,0 +1,242 @@
+"""AHC039 end to end: real compiler and real local sandbox, hostile programs, and ``bench eval``.
+
+The hostile programs pick a behaviour per test case by looking at the case's first point, so one
+evaluation shows that a failure (time limit, crash, bad output) stays confined to its own case.
+They include only C headers so that they compile in well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from environments.ahc039.scorer import Ahc039Scorer
+from harness.envs.registry import Variant, default_registry
+from harness.evaluation.result import EvalResult, Status
+
+REPO = Path(__file__).resolve().parents[3]
+SHARED_INPUTS = REPO.parent / "shared" / "data" / "ahc" / "ahc039" / "inputs"
+BENCH = [sys.executable, "-m", "harness.cli.main"]
+SECRET = "ahc039-cache-secret-41f7"
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+
+WHOLE_SQUARE = r'"4\n0 0\n100000 0\n100000 100000\n0 100000\n"'  # a - b + 1 = N - N + 1 = 1
+TEMPLATE = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+int main() {
+    int n = 0, x0 = -1, y0 = -1;
+    if (std::scanf("%d %d %d", &n, &x0, &y0) != 3) return 7;
+BRANCHES
+    std::fputs(WHOLE_SQUARE, stdout);
+    return 0;
+}
+""".replace("WHOLE_SQUARE", WHOLE_SQUARE)
+
+SPIN = "volatile unsigned long long z = 0; for (;;) ++z;"
+SLEEP = "sleep(100);"
+SEGFAULT = "volatile int* volatile p = nullptr; *p = 1;"
+HOG = (  # 1.5 GiB; the volatile pointer keeps the compiler from eliding the allocation
+    "static char* volatile keep; keep = (char*)std::malloc(1536u << 20);"
+    " if (!keep) std::abort(); keep[1] = 1;"
+)
+GARBAGE = 'std::puts("the net is somewhere over there"); return 0;'
+HUGE = f"for (int k = 0; k < 100000; ++k) std::fputs({WHOLE_SQUARE}, stdout); return 0;"
+TRUNCATED = r'std::puts("4\n0 0\n100000 0\n100000 100000"); return 0;'
+TWO_POLYGONS = (
+    f'std::fputs({WHOLE_SQUARE}, stdout); std::puts("4\\n0 0\\n50000 0\\n50000 100000\\n0 100000"); return 0;'
+)
+NONZERO_EXIT = f"std::fputs({WHOLE_SQUARE}, stdout); return 1;"
+
+
+@pytest.fixture(scope="module")
+def data_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A data cache set as EVOBENCH_DATA before the backend starts, holding the public inputs if present."""
+    root = tmp_path_factory.mktemp("evobench-data")
+    folder = root / "ahc039" / "public_inputs_150"
+    folder.mkdir(parents=True)
+    if SHARED_INPUTS.is_dir():
+        for f in sorted(SHARED_INPUTS.glob("ahc039_*_input.txt")):
+            shutil.copyfile(f, folder / f.name)
+    (root / "ahc039" / "secret.txt").write_text(SECRET)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVOBENCH_DATA", str(root))
+        yield root
+
+
+@pytest.fixture(scope="module")
+def backend(data_cache: Path) -> Iterator[object]:
+    from harness.sandbox.local import LocalBackend
+
+    with LocalBackend(workers=1) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Variant:
+    return default_registry().get("ahc039-tiny")
+
+
+@pytest.fixture(scope="module")
+def cases(tiny: Variant, tmp_path_factory: pytest.TempPathFactory) -> Ahc039Scorer:
+    scorer = Ahc039Scorer(tiny, tmp_path_factory.mktemp("unused"))
+    scorer.prepare()
+    assert len(scorer.cases) == 4
+    return scorer
+
+
+def program(scorer: Ahc039Scorer, bodies: dict[int, str]) -> str:
+    """The template with ``bodies[k]`` run on case k (matched by its first point)."""
+    branches = []
+    for k, body in bodies.items():
+        x0, y0 = scorer.cases[k].input.split()[1:3]
+        branches.append(f"    if (x0 == {int(x0)} && y0 == {int(y0)}) {{ {body} }}")
+    return TEMPLATE.replace("BRANCHES", "\n".join(branches))
+
+
+def evaluate(backend: object, variant: Variant, source: str) -> EvalResult:
+    result = backend.evaluate(variant, source)  # type: ignore[attr-defined]
+    assert isinstance(result, EvalResult)
+    assert result.status is not Status.INFRA_ERROR, result.reason
+    return result
+
+
+def counts(result: EvalResult) -> tuple[int, int, int, int]:
+    m = result.metrics
+    return (
+        int(m["cases_ok"]),
+        int(m["cases_tle"]),
+        int(m["cases_runtime_error"]),
+        int(m["cases_invalid_output"]),
+    )
+
+
+def test_spinning_on_one_case_is_a_tle_there_only(
+    backend: object, tiny: Variant, cases: Ahc039Scorer
+) -> None:
+    result = evaluate(backend, tiny, program(cases, {1: SPIN}))
+    assert result.status is Status.OK, result.reason
+    assert counts(result) == (3, 1, 0, 0)
+    assert result.score == pytest.approx(3 / 4)  # three whole-square answers worth 1 each
+    assert result.metrics["max_case_seconds"] >= 1.9  # the spinner used its 2 s of CPU
+
+
+def test_sleep_crash_memory_and_garbage_stay_in_their_case(
+    backend: object, tiny: Variant, cases: Ahc039Scorer
+) -> None:
+    result = evaluate(backend, tiny, program(cases, {0: SLEEP, 1: SEGFAULT, 2: HOG, 3: GARBAGE}))
+    # Every case failed, so the evaluation reports the prevailing failure and its first cases.
+    assert result.status is Status.ERROR, result.reason
+    assert "no test case was scored (1 invalid_output, 2 runtime_error, 1 tle of 4)" in result.reason
+    result = evaluate(backend, tiny, program(cases, {0: SLEEP, 1: SEGFAULT, 2: HOG}))
+    assert result.status is Status.OK, result.reason
+    assert counts(result) == (1, 1, 2, 0)
+    assert result.score == pytest.approx(1 / 4)
+    assert result.metrics["max_case_seconds"] >= 5.9  # the sleeper hit the 6 s wall-clock limit
+
+
+def test_output_rules_in_the_sandbox(backend: object, tiny: Variant, cases: Ahc039Scorer) -> None:
+    result = evaluate(
+        backend, tiny, program(cases, {0: HUGE, 1: TRUNCATED, 2: TWO_POLYGONS, 3: NONZERO_EXIT})
+    )
+    assert result.status is Status.OK, result.reason
+    assert counts(result) == (1, 0, 1, 2)
+    half = b"4\n0 0\n50000 0\n50000 100000\n0 100000\n"
+    (expected,) = cases.judge([cases.cases[2].instance], [half])
+    assert isinstance(expected, int) and expected != 1  # the second (last) polygon was scored
+    assert result.metrics["total_score"] == expected
+
+
+def test_all_invalid_names_the_rule(backend: object, tiny: Variant, cases: Ahc039Scorer) -> None:
+    diagonal = r'std::puts("4\n0 0\n10 0\n10 10\n1 9"); return 0;'
+    result = evaluate(backend, tiny, program(cases, dict.fromkeys(range(4), diagonal)))
+    assert result.status is Status.INVALID
+    assert "rule 'axis-parallel'" in result.reason and result.score is None
+
+
+def test_compile_error_shows_the_compiler_message(backend: object, tiny: Variant) -> None:
+    result = evaluate(backend, tiny, "int main() { return undeclared_thing; }\n")
+    assert result.status is Status.ERROR
+    assert "compile error" in result.reason and "undeclared_thing" in result.reason
+
+
+def test_candidate_cannot_read_the_data_cache_or_the_scorer(
+    backend: object, tiny: Variant, data_cache: Path
+) -> None:
+    scorer_file = REPO / "environments" / "ahc039" / "scorer.py"
+    secret = data_cache / "ahc039" / "secret.txt"
+    assert SECRET in secret.read_text() and scorer_file.read_bytes()  # the targets exist out here
+    probe = TEMPLATE.replace(
+        "BRANCHES",
+        f"""
+    FILE* own = std::fopen("probe.txt", "w");
+    if (!own || std::fputs("visible", own) < 0 || std::fclose(own) != 0) return 5;  // control
+    const char* targets[] = {{"{secret}", "{scorer_file}", "{data_cache}/ahc039/public_inputs_150"}};
+    for (const char* t : targets) {{
+        if (FILE* f = std::fopen(t, "rb")) {{ std::puts("LEAK"); std::fclose(f); return 0; }}
+    }}""",
+    )
+    result = evaluate(backend, tiny, probe)
+    assert result.status is Status.OK, result.reason
+    assert counts(result) == (4, 0, 0, 0)
+
+
+def bench_eval(env_id: str, cwd: Path, data_root: Path) -> dict:
+    prog = REPO / "environments" / "ahc039" / "initial_program.cpp"
+    r = subprocess.run(
+        [*BENCH, "eval", "--env", env_id, str(prog), "--json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "EVOBENCH_DATA": str(data_root)},
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_initial_program_via_bench_eval_tiny(tmp_path: Path, data_cache: Path, tiny: Variant) -> None:
+    res = bench_eval("ahc039-tiny", tmp_path, data_cache)
+    assert res["status"] == "ok"
+    assert res["metrics"]["cases_ok"] == 4
+    assert res["score"] == pytest.approx(tiny.progress.y_init)  # deterministic program, pinned bound
+
+
+@pytest.mark.slow
+def test_initial_program_via_bench_eval_full(tmp_path: Path, data_cache: Path) -> None:
+    if not SHARED_INPUTS.is_dir():
+        pytest.skip(f"{SHARED_INPUTS} not present")
+    full = default_registry().get("ahc039")
+    res = bench_eval("ahc039", tmp_path, data_cache)
+    assert res["status"] == "ok"
+    assert res["metrics"]["cases_ok"] == 150
+    assert res["score"] == pytest.approx(full.progress.y_init, abs=1e-3)
+    assert res["metrics"]["total_score"] == 283816
+
+
+def test_mutated_initial_program_compiles(tmp_path: Path) -> None:
+    import random
+
+    from environments.ahc039.mutations import operators
+
+    source = default_registry().get("ahc039").initial_program
+    rng = random.Random(1)
+    for op in operators():  # every operator at once, each with a random replacement
+        mutated = op.apply(source, rng, "cpp")
+        assert mutated is not None
+        source = mutated
+    (tmp_path / "main.cpp").write_text(source)
+    r = subprocess.run(
+        ["g++", "-std=c++20", "-fsyntax-only", "main.cpp"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
