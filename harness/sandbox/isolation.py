@@ -145,7 +145,9 @@ def preexec(limits: dict[str, int]) -> Callable[[], None]:
         for name, value in limits.items():
             if name == "RLIMIT_NPROC":
                 continue  # applied after the uid switch, by setpriv's caller below
-            resource.setrlimit(getattr(resource, name), (value, value))
+            # CPU: SIGXCPU at the soft limit tells a CPU-limit death apart from other kills.
+            hard = value + 1 if name == "RLIMIT_CPU" else value
+            resource.setrlimit(getattr(resource, name), (value, hard))
 
     return _apply
 

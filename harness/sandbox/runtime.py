@@ -62,6 +62,7 @@ class SandboxedCandidate:
         self.stderr_tail = b""
         self._killed_sandbox = False
         self._loaded = False
+        self._time_lock = threading.Lock()
 
     # -- CandidateRuntime -------------------------------------------------------------------
     @property
@@ -180,14 +181,17 @@ class SandboxedCandidate:
             timed_out, limit, status, usage = True, "wall", -9, None
         kill_candidate_uid(self.uid)
         seconds = time.perf_counter() - t0
-        self.candidate_seconds += seconds
+        with self._time_lock:
+            self.candidate_seconds += seconds
         rc: int | None = os.waitstatus_to_exitcode(status) if not timed_out else None
-        if rc is not None and rc < 0 and -rc in (signal.SIGXCPU, signal.SIGKILL) and cpu_seconds is not None:
-            used = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
-            if used >= cpu_seconds * 0.95:
-                timed_out, limit, rc = True, "cpu", None
+        # bwrap reports a signal death of the sandboxed command as exit code 128 + signal.
+        sig = -rc if (rc is not None and rc < 0) else (rc - 128 if rc is not None and 128 < rc < 160 else 0)
+        if sig == signal.SIGXCPU and cpu_seconds is not None:
+            timed_out, limit, rc = True, "cpu", None
         if out.truncated or err.truncated:
             limit = limit or "output"
+        # Only meaningful without bwrap: there wait4 sees the command's own CPU time; under bwrap it
+        # is the launcher's (the kernel still enforces RLIMIT_CPU on the command itself).
         cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else float("nan")
         return ExecResult(rc, out.tail(), err.tail(), seconds, cpu, timed_out, limit)
 

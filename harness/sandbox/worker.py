@@ -128,6 +128,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
     }
     durations = PhaseDurations()
     cand: SandboxedCandidate | None = None
+    outcome_seconds: float | None = None
     try:
         scorer = state.scorer(variant)
         deadline = time.monotonic() + variant.timeout_s
@@ -148,6 +149,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
         t_score = time.perf_counter()
         outcome = scorer.score(cand)
         scoring = time.perf_counter() - t_score
+        outcome_seconds = outcome.candidate_seconds
         if not math.isfinite(outcome.score) or not all(math.isfinite(v) for v in outcome.metrics.values()):
             raise CandidateInvalid("the score or a metric is not finite")
         status, score, metrics, reason = Status.OK, float(outcome.score), dict(outcome.metrics), ""
@@ -169,8 +171,13 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
                 log.warning("cleanup failed: %s", e)
     if cand is not None:
         durations.setup = cand.setup_seconds
-        durations.candidate = cand.candidate_seconds
-        durations.score = max(0.0, scoring - cand.candidate_seconds - cand.setup_seconds)
+        # Concurrent runs (e.g. test cases in parallel) overlap: never report more candidate time
+        # than wall time; a scorer may report its own (wall) figure.
+        cand_s = min(cand.candidate_seconds, max(0.0, scoring - cand.setup_seconds))
+        if outcome_seconds is not None:
+            cand_s = min(cand_s, outcome_seconds) if outcome_seconds > 0 else cand_s
+        durations.candidate = cand_s
+        durations.score = max(0.0, scoring - cand_s - cand.setup_seconds)
     durations.total = time.perf_counter() - t_start
     return EvalResult(
         status=status,
