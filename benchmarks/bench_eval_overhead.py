@@ -64,9 +64,7 @@ def main() -> None:
     cold_o, cold_t = overhead_ms("cold", max(5, args.n // 3))
     warm_o, warm_t = overhead_ms("warm", args.n)
     print(f"bare `python -c pass` spawn        : {bare:8.1f} ms")
-    print(
-        f"cold overhead / total per eval: {cold_o:8.1f} ms / {cold_t:8.1f} ms ({cold_o / bare:.1f}x spawn)"
-    )
+    print(f"cold overhead / total per eval: {cold_o:8.1f} ms / {cold_t:8.1f} ms ({cold_o / bare:.1f}x spawn)")
     print(
         f"warm overhead / total per eval: {warm_o:8.1f} ms / {warm_t:8.1f} ms ({warm_o / bare:.2f}x spawn)"
         f"  target <= 50 ms: {'PASS' if warm_o <= 50 else 'MISS'}"

@@ -2,7 +2,8 @@
 
 Use it by subclassing :class:`SandboxConformance` in a ``test_*.py`` module and providing
 
-* a fixture ``backend`` yielding a shared, already-open :class:`~harness.sandbox.base.Sandbox`, and
+* a class- or module-scoped fixture ``backend`` yielding a shared :class:`~harness.sandbox.base.Sandbox`
+  (the suite closes nothing it did not create), and
 * a method ``make_backend(**overrides)`` building a *fresh* backend (used where the check needs a
   clean process environment, a single worker, or another environments root).
 
@@ -91,6 +92,13 @@ def host_pids_with(marker: str) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()[:200]
+    except OSError:
+        return b"?"
+
+
 def wait_gone(marker: str, within: float = GONE_WITHIN_S) -> list[int]:
     """Poll until no host process carries ``marker``; return the survivors (empty when clean)."""
     deadline = time.monotonic() + within
@@ -150,6 +158,63 @@ class TcpServer:
         self.sock.close()
 
 
+class TimeoutBatch:
+    """Slow candidates submitted at once, so that backends with several workers overlap them.
+
+    Records when each result arrived (seconds after submission). For a ``watch``-ed source, a
+    thread scans the host's ``/proc`` for its marker while it runs (the most marked processes seen
+    at once: the probe's positive control) and for :data:`GONE_WITHIN_S` after its result (any
+    that are still there then: survivors).
+    """
+
+    def __init__(
+        self, backend: Sandbox, variant: Variant, sources: list[str], watch: dict[str, str], scan: bool
+    ) -> None:
+        self.t0 = time.monotonic()
+        self.futures: dict[str, Future[EvalResult]] = {}
+        self.done_after: dict[str, float] = {}
+        self.seen: dict[str, int] = {}
+        self.survivors: dict[str, list[int]] = {}
+        self.watch = watch
+        self._threads: list[threading.Thread] = []
+        for src in sources:
+            fut = backend.submit(variant, src)
+            fut.add_done_callback(
+                lambda _f, src=src: self.done_after.setdefault(src, time.monotonic() - self.t0)
+            )
+            self.futures[src] = fut
+            if src in watch and scan:
+                t = threading.Thread(target=self._watch, args=(src, watch[src]), daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    def _watch(self, src: str, marker: str) -> None:
+        fut, seen = self.futures[src], 0
+        while not fut.done() and time.monotonic() - self.t0 < RESULT_WAIT_S:
+            seen = max(seen, len(host_pids_with(marker)))
+            time.sleep(0.1)
+        self.seen[src] = seen
+        self.survivors[src] = wait_gone(marker)
+
+    def result(self, source: str) -> tuple[EvalResult, float]:
+        res = self.futures[source].result(timeout=RESULT_WAIT_S)
+        for t in self._threads:
+            t.join(GONE_WITHIN_S + 5)
+        return res, self.done_after[source]
+
+    def close(self) -> None:
+        """Wait for every result (bounded) and kill anything a failed containment left behind."""
+        for f in self.futures.values():
+            try:
+                f.result(timeout=RESULT_WAIT_S)
+            except Exception:  # noqa: BLE001 - reported by the tests themselves
+                pass
+        for t in self._threads:
+            t.join(GONE_WITHIN_S + 5)
+        for marker in self.watch.values():
+            kill_marked(marker)
+
+
 class AbstractUnixServer:
     """A listener on a host abstract unix socket (reachable only from the host network namespace)."""
 
@@ -190,7 +255,38 @@ CPU_HOG = program(
     """
 )
 
-# Spawns five marked processes four different ways, waits until they are all visible in the
+# Answers with a frame header, then trickles the body one byte at a time (each byte well within any
+# per-read timeout) for TRICKLE_S seconds, then goes silent: the deadline must still hold.
+TRICKLE = program(
+    """
+    import os
+    import socket
+    import stat
+    import struct
+    import time
+
+    def probe():
+        socks = []
+        for fd in range(3, 256):
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    socks.append(socket.socket(fileno=os.dup(fd)))
+            except OSError:
+                pass
+        for s in socks:
+            s.sendall(struct.pack("!Q", 1 << 20))
+        end = time.monotonic() + TRICKLE_S
+        while time.monotonic() < end:
+            for s in socks:
+                s.sendall(b"x")
+            time.sleep(0.5)
+        while True:
+            time.sleep(1)
+    """,
+    TRICKLE_S=7.5,
+)
+
+# Spawns six marked processes five different ways, waits until they are all visible in the
 # sandbox's /proc, then either returns how many are alive or sleeps forever.
 _GRANDCHILDREN = """
 import ctypes
@@ -599,6 +695,17 @@ def _garbage():
         )
         body = struct.pack("!I", len(header)) + header + b"\\x00" * 8
         return struct.pack("!Q", len(body)) + body
+    if KIND == "deep":  # well-framed, but nested deeper than any JSON parser allows
+        header = b'{"tree": ' + b"[" * 200000 + b"]" * 200000 + b', "sizes": []}'
+        body = struct.pack("!I", len(header)) + header
+        return struct.pack("!Q", len(body)) + body
+    if KIND == "shape":  # well-framed, but the shape's element count wraps around in int64
+        header = (
+            b'{"tree": {"__nd__": 0, "dtype": "|u1", "shape": [4611686018427387904, 4],'
+            b' "torch": false}, "sizes": [0]}'
+        )
+        body = struct.pack("!I", len(header)) + header
+        return struct.pack("!Q", len(body)) + body
     raise AssertionError(KIND)
 
 def probe():
@@ -670,7 +777,8 @@ BIG_FILE = program(
     """
 )
 
-BIG_FILE_DEFAULT_SIGNAL = program(
+# Does not handle the failure: SIGXFSZ (ignored by CPython, fatal to most programs) or EFBIG.
+BIG_FILE_UNCAUGHT = program(
     """
     import os
 
@@ -706,9 +814,10 @@ class SandboxConformance:
     """Whether ``make_backend(env_root=...)`` is supported (loads another environments root)."""
 
     # -- fixtures / hooks ----------------------------------------------------------------------
-    @pytest.fixture
-    def backend(self) -> Iterator[Sandbox]:  # pragma: no cover - always overridden
-        raise NotImplementedError("subclasses provide the `backend` fixture")
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls) -> Iterator[Sandbox]:  # pragma: no cover - always overridden
+        raise NotImplementedError("subclasses provide a class- or module-scoped `backend` fixture")
 
     def make_backend(self, **overrides: Any) -> Sandbox:  # pragma: no cover - always overridden
         """A fresh backend of the kind under test (``workers``, ``env_root`` may be overridden)."""
@@ -719,20 +828,39 @@ class SandboxConformance:
         return default_registry().get(ENV_ID)
 
     @pytest.fixture(scope="class")
-    def single_backend(self) -> Iterator[Sandbox]:
+    @classmethod
+    def timeout_batch(cls, backend: Sandbox) -> Iterator[TimeoutBatch]:
+        """The slow candidates, submitted together so backends with several workers overlap them."""
+        marker = new_marker()
+        grandchildren = program(GRANDCHILDREN_THEN_SLEEP, MARKER=marker, EXPECTED=GRANDCHILDREN_EXPECTED)
+        batch = TimeoutBatch(
+            backend,
+            default_registry().get(ENV_ID),
+            [TRICKLE, grandchildren, SLEEP_FOREVER, CPU_HOG],
+            watch={grandchildren: marker},
+            scan=cls.processes_visible_on_host,
+        )
+        try:
+            yield batch
+        finally:
+            batch.close()
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def single_backend(cls) -> Iterator[Sandbox]:
         """A fresh one-worker backend whose trusted processes were started with secrets in their env."""
         with pytest.MonkeyPatch.context() as mp:
             for k, v in SECRET_VARS.items():
                 mp.setenv(k, v)
-            backend = self.make_backend(workers=1)
+            backend = cls().make_backend(workers=1)
             try:
                 # Start the workers (and any warm sandbox) while the secrets are in the environment.
-                first = self.evaluate(backend, default_registry().get(ENV_ID), HONEST)
+                first = cls.evaluate(backend, default_registry().get(ENV_ID), HONEST)
             except BaseException:
                 backend.close()
                 raise
-        assert first.status is Status.OK, describe(first)
         try:
+            assert first.status is Status.OK, describe(first)
             yield backend
         finally:
             backend.close()
@@ -741,8 +869,7 @@ class SandboxConformance:
     @staticmethod
     def evaluate(backend: Sandbox, variant: Variant, source: str) -> EvalResult:
         """Evaluate with a hard upper bound, so a hung backend fails the test instead of hanging it."""
-        fut: Future[EvalResult] = backend.submit(variant, source)
-        res = fut.result(timeout=RESULT_WAIT_S)
+        res = backend.submit(variant, source).result(timeout=RESULT_WAIT_S)
         assert isinstance(res, EvalResult)
         return res
 
@@ -758,7 +885,7 @@ class SandboxConformance:
             return
         survivors = wait_gone(marker)
         if survivors:
-            info = {p: Path(f"/proc/{p}/cmdline").read_bytes()[:200] for p in survivors[:5]}
+            info = {p: _cmdline(p) for p in survivors[:5]}
             kill_marked(marker)
             pytest.fail(f"{len(survivors)} sandboxed processes survived the evaluation: {info}")
 
@@ -779,42 +906,56 @@ class SandboxConformance:
         assert res.metrics == {"answer": 42.0, "score": 1.0}
 
     # 2 -----------------------------------------------------------------------------------------
-    @pytest.mark.slow
-    def test_timeout_sleep_forever(self, backend: Sandbox, variant: Variant) -> None:
-        t0 = time.monotonic()
-        res = self.evaluate(backend, variant, SLEEP_FOREVER)
-        elapsed = time.monotonic() - t0
+    def check_timeout(self, batch: TimeoutBatch, source: str, variant: Variant) -> EvalResult:
+        """The batch's result for ``source`` is a timeout, reported within timeout + slack."""
+        res, done_after = batch.result(source)
         assert res.status is Status.TIMEOUT, describe(res)
-        assert res.score is None
-        assert elapsed <= variant.timeout_s + SLACK_S, f"timeout reported after {elapsed:.1f} s"
-        assert elapsed >= variant.timeout_s * 0.5, f"timeout reported early, after {elapsed:.1f} s"
+        assert res.score is None and res.metrics == {}
+        total = res.durations.total
+        assert total <= variant.timeout_s + SLACK_S, f"timeout reported after {total:.1f} s: " + describe(res)
+        assert total >= variant.timeout_s * 0.5, f"timeout reported early, after {total:.1f} s"
+        # Wall clock from submission, allowing the batch to run one job at a time.
+        assert done_after <= len(batch.futures) * (variant.timeout_s + SLACK_S), f"{done_after:.1f} s"
+        return res
+
+    @pytest.mark.slow
+    def test_timeout_sleep_forever(self, timeout_batch: TimeoutBatch, variant: Variant) -> None:
+        self.check_timeout(timeout_batch, SLEEP_FOREVER, variant)
+
+    # 4 -----------------------------------------------------------------------------------------
+    @pytest.mark.slow
+    def test_cpu_hog_times_out(self, timeout_batch: TimeoutBatch, variant: Variant) -> None:
+        self.check_timeout(timeout_batch, CPU_HOG, variant)
+
+    @pytest.mark.slow
+    @pytest.mark.xfail(
+        strict=True,
+        reason="sandbox bug: CandidateConnection.request sets a per-recv() socket timeout instead of a "
+        "deadline, so a reply trickled byte by byte keeps the call alive past the time limit "
+        "(harness/sandbox/process.py request / wire.recv_message; remove this marker once fixed)",
+    )
+    def test_trickled_reply_times_out(self, timeout_batch: TimeoutBatch, variant: Variant) -> None:
+        self.check_timeout(timeout_batch, TRICKLE, variant)
+
+    @pytest.mark.slow
+    def test_recovers_after_timeouts(
+        self, timeout_batch: TimeoutBatch, backend: Sandbox, variant: Variant
+    ) -> None:
+        for src in timeout_batch.futures:
+            timeout_batch.result(src)
         self.assert_recovers(backend, variant)
 
     @pytest.mark.slow
-    def test_grandchildren_killed_on_timeout(self, backend: Sandbox, variant: Variant) -> None:
-        marker = new_marker()
-        source = program(GRANDCHILDREN_THEN_SLEEP, MARKER=marker, EXPECTED=GRANDCHILDREN_EXPECTED)
-        t0 = time.monotonic()
-        fut = backend.submit(variant, source)
-        seen = 0
-        try:
-            # Positive control: the grandchildren really exist (seen from the host) before the end.
-            while not fut.done() and self.processes_visible_on_host:
-                seen = max(seen, len(host_pids_with(marker)))
-                if seen >= GRANDCHILDREN_EXPECTED:
-                    break
-                time.sleep(0.05)
-            res = fut.result(timeout=RESULT_WAIT_S)
-            elapsed = time.monotonic() - t0
-        except BaseException:
-            kill_marked(marker)
-            raise
-        assert res.status is Status.TIMEOUT, describe(res)
-        assert elapsed <= variant.timeout_s + SLACK_S, f"timeout reported after {elapsed:.1f} s"
+    def test_grandchildren_killed_on_timeout(self, timeout_batch: TimeoutBatch, variant: Variant) -> None:
+        ((source, marker),) = timeout_batch.watch.items()
+        self.check_timeout(timeout_batch, source, variant)
         if self.processes_visible_on_host:
-            assert seen == GRANDCHILDREN_EXPECTED, f"probe spawned {seen} marked processes"
+            # Positive control: all of them were alive (seen from the host) before the timeout.
+            seen = timeout_batch.seen[source]
+            assert seen == GRANDCHILDREN_EXPECTED, f"the probe had {seen} marked processes running"
+            survivors = timeout_batch.survivors[source]
+            assert not survivors, f"{len(survivors)} sandboxed processes survived the timeout"
         self.assert_contained(marker)
-        self.assert_recovers(backend, variant)
 
     def test_grandchildren_killed_after_return(self, backend: Sandbox, variant: Variant) -> None:
         marker = new_marker()
@@ -839,16 +980,6 @@ class SandboxConformance:
         assert variant.hardware.memory_mb < 4096
         res = self.evaluate(backend, variant, source)
         assert res.status is Status.ERROR, describe(res)
-        self.assert_recovers(backend, variant)
-
-    # 4 -----------------------------------------------------------------------------------------
-    @pytest.mark.slow
-    def test_cpu_hog_times_out(self, backend: Sandbox, variant: Variant) -> None:
-        t0 = time.monotonic()
-        res = self.evaluate(backend, variant, CPU_HOG)
-        elapsed = time.monotonic() - t0
-        assert res.status is Status.TIMEOUT, describe(res)
-        assert elapsed <= variant.timeout_s + SLACK_S, f"timeout reported after {elapsed:.1f} s"
         self.assert_recovers(backend, variant)
 
     # 5 -----------------------------------------------------------------------------------------
@@ -1000,7 +1131,7 @@ class SandboxConformance:
     # 13 ----------------------------------------------------------------------------------------
     @pytest.mark.parametrize(
         ("kind", "hang"),
-        [("huge", False), ("junk", True), ("forged", False)],
+        [("huge", False), ("junk", True), ("forged", False), ("deep", False), ("shape", True)],
     )
     def test_malicious_reply(self, backend: Sandbox, variant: Variant, kind: str, hang: bool) -> None:
         res = self.evaluate(backend, variant, program(_MALICIOUS, KIND=kind, HANG=hang))
@@ -1033,8 +1164,8 @@ class SandboxConformance:
         else:
             assert res.status is Status.ERROR, describe(res)
 
-    def test_file_size_limit_signal(self, backend: Sandbox, variant: Variant) -> None:
-        res = self.evaluate(backend, variant, BIG_FILE_DEFAULT_SIGNAL)
+    def test_file_size_limit_uncaught(self, backend: Sandbox, variant: Variant) -> None:
+        res = self.evaluate(backend, variant, BIG_FILE_UNCAUGHT)
         assert res.status is Status.ERROR, describe(res)
         self.assert_recovers(backend, variant)
 
@@ -1055,28 +1186,44 @@ class SandboxConformance:
         assert got[3].status is Status.ERROR
 
     # 17 ----------------------------------------------------------------------------------------
-    def _broken_env(self, tmp_path: Path, scorer_module: str, scorer_text: str | None) -> Path:
-        if not self.supports_env_root:
-            pytest.skip("backend does not load other environments roots")
-        root = tmp_path / "envs"
-        src = default_registry().get(ENV_ID).family_dir
-        shutil.copytree(src, root / "selftest", ignore=shutil.ignore_patterns("__pycache__"))
-        if scorer_text is not None:
-            (root / "selftest" / f"{scorer_module}.py").write_text(scorer_text)
-        if scorer_module != "scorer":
-            toml = root / "selftest" / "env.toml"
-            toml.write_text(
-                toml.read_text().replace('"scorer:ProbeScorer"', f'"{scorer_module}:ProbeScorer"')
-            )
-        return root
+    @pytest.fixture(scope="class")
+    @classmethod
+    def infra_results(cls, tmp_path_factory: pytest.TempPathFactory) -> dict[str, EvalResult]:
+        """Results for variants whose scorer cannot be created, from a backend using a broken env root.
 
-    def _assert_infra(self, root: Path, needle: str) -> None:
-        broken = Registry(root).get(ENV_ID)
-        with self.make_backend(workers=1, env_root=str(root)) as b:
-            res = self.evaluate(b, broken, HONEST)
+        ``selftest-tiny``: its ``scorer.py`` raises at import. ``selftestmissing-tiny`` (a copy of
+        the family renamed ``selftestmissing``): its manifest names a scorer module that exists nowhere.
+        """
+        if not cls.supports_env_root:
+            pytest.skip("backend does not load other environments roots")
+        root = tmp_path_factory.mktemp("broken") / "envs"
+        src = default_registry().get(ENV_ID).family_dir
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(src, root / "selftest", ignore=ignore)
+        (root / "selftest" / "scorer.py").write_text("raise RuntimeError('scorer-import-broken')\n")
+        shutil.copytree(src, root / "selftestmissing", ignore=ignore)
+        toml = root / "selftestmissing" / "env.toml"
+        text = toml.read_text()
+        for old, new in (
+            ('name = "selftest"', 'name = "selftestmissing"'),
+            ('"scorer:ProbeScorer"', '"no_such_scorer:ProbeScorer"'),
+            ("[variants.selftest-tiny]", "[variants.selftestmissing-tiny]"),
+        ):
+            assert old in text
+            text = text.replace(old, new)
+        toml.write_text(text)
+        registry = Registry(root)
+        with cls().make_backend(workers=1, env_root=str(root)) as b:
+            futures = {
+                vid: b.submit(registry.get(vid), HONEST) for vid in ("selftest-tiny", "selftestmissing-tiny")
+            }
+            return {vid: f.result(timeout=RESULT_WAIT_S) for vid, f in futures.items()}
+
+    @staticmethod
+    def check_infra(res: EvalResult, *needles: str) -> None:
         assert res.status is Status.INFRA_ERROR, describe(res)
-        assert res.attempts > 1, describe(res)
-        assert needle in res.reason, describe(res)
+        assert res.attempts > 1, "infra errors must be retried: " + describe(res)
+        assert any(n in res.reason for n in needles), describe(res)
         assert not res.counts_against_candidate
 
     @pytest.mark.xfail(
@@ -1085,11 +1232,9 @@ class SandboxConformance:
         "package and ignores variant.family_dir, so a backend built with env_root runs the installed "
         "scorer instead of the one under env_root (remove this marker once fixed)",
     )
-    def test_infra_error_scorer_raises_on_import(self, tmp_path: Path) -> None:
-        root = self._broken_env(tmp_path, "scorer", "raise RuntimeError('scorer-import-broken')\n")
-        self._assert_infra(root, "scorer-import-broken")
+    def test_infra_error_scorer_raises_on_import(self, infra_results: dict[str, EvalResult]) -> None:
+        self.check_infra(infra_results["selftest-tiny"], "scorer-import-broken")
 
-    def test_infra_error_scorer_module_missing(self, tmp_path: Path) -> None:
-        # The manifest names a scorer module that exists nowhere.
-        root = self._broken_env(tmp_path, "no_such_scorer", None)
-        self._assert_infra(root, "no_such_scorer")
+    def test_infra_error_scorer_module_missing(self, infra_results: dict[str, EvalResult]) -> None:
+        # The reason names the module, or its package when the whole family package is missing.
+        self.check_infra(infra_results["selftestmissing-tiny"], "no_such_scorer", "selftestmissing")

@@ -27,8 +27,9 @@ def cold_backend() -> Iterator[LocalBackend]:
 
 
 class TestLocalWarm(SandboxConformance):
-    @pytest.fixture
-    def backend(self, warm_backend: LocalBackend) -> LocalBackend:
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, warm_backend: LocalBackend) -> LocalBackend:
         return warm_backend
 
     def make_backend(self, **overrides: Any) -> LocalBackend:
@@ -36,8 +37,9 @@ class TestLocalWarm(SandboxConformance):
 
 
 class TestLocalCold(SandboxConformance):
-    @pytest.fixture
-    def backend(self, cold_backend: LocalBackend) -> LocalBackend:
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, cold_backend: LocalBackend) -> LocalBackend:
         return cold_backend
 
     def make_backend(self, **overrides: Any) -> LocalBackend:
