@@ -65,7 +65,9 @@ def envs(family: str | None = None, json_out: Annotated[bool, tyro.conf.arg(name
             v.description[:90],
         )
     console.print(t)
-    return 0
+    for fam, err in sorted(reg.errors.items()):
+        err_console.print(f"[red]broken environment family {fam}:[/red] {err}")
+    return 1 if reg.errors else 0
 
 
 def agents() -> int:

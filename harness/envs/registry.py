@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import importlib
+import importlib.util
 import json
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -116,11 +118,31 @@ class Variant:
             ImportError: If the module or attribute does not exist.
         """
         module_name, _, attr = ref.partition(":")
-        module = importlib.import_module(f"environments.{self.family}.{module_name}")
+        module = importlib.import_module(f"{_package_for(self.family_dir)}.{module_name}")
         try:
             return getattr(module, attr)
         except AttributeError as e:
             raise ImportError(f"{ref!r}: no attribute {attr!r} in environments.{self.family}") from e
+
+
+def _package_for(family_dir: Path) -> str:
+    """Import name of a family's package (``environments.<family>`` when installed).
+
+    A family under another environments root is imported under a private parent package, so a
+    backend built with ``env_root`` runs that root's own scorer code.
+    """
+    family_dir = family_dir.resolve()
+    root = family_dir.parent
+    if root == environments_root():
+        return f"environments.{family_dir.name}"
+    parent = "_evobench_envs_" + hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    if parent not in sys.modules:
+        spec = importlib.util.spec_from_loader(parent, loader=None, is_package=True)
+        assert spec is not None
+        pkg = importlib.util.module_from_spec(spec)
+        pkg.__path__ = [str(root)]
+        sys.modules[parent] = pkg
+    return f"{parent}.{family_dir.name}"
 
 
 def environments_root() -> Path:
@@ -195,23 +217,36 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
 class Registry:
     """All environment variants found under one environments directory."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, strict: bool = True) -> None:
         """Load every ``<family>/env.toml`` under ``root``.
 
         Args:
             root: Directory of families; defaults to the installed ``environments`` package.
+            strict: Raise on the first malformed manifest. When False, a broken family is kept in
+                :attr:`errors` and only its own ids fail, so one bad manifest does not take every
+                other environment down.
 
         Raises:
-            ManifestError: If any manifest is malformed, or two families define the same variant id.
+            ManifestError: If (strict) any manifest is malformed, or two families define one variant id.
         """
         self.root = root or environments_root()
         self._variants: dict[str, Variant] = {}
         self._prefixes: dict[str, str] = {}
+        self.errors: dict[str, ManifestError] = {}
+        """Family directory name -> why its manifest could not be loaded (non-strict mode)."""
         for manifest_path in sorted(self.root.glob("*/env.toml")):
-            manifest = load_manifest(manifest_path)
+            try:
+                manifest = load_manifest(manifest_path)
+                variants = _resolve(manifest, manifest_path)
+            except (ManifestError, OSError) as e:
+                err = e if isinstance(e, ManifestError) else ManifestError(f"{manifest_path}: {e}")
+                if strict:
+                    raise err from e
+                self.errors[manifest_path.parent.name] = err
+                continue
             if manifest.family.id_prefix:
                 self._prefixes[manifest.family.id_prefix] = manifest.family.name
-            for v in _resolve(manifest, manifest_path):
+            for v in variants:
                 if v.id in self._variants:
                     raise ManifestError(f"{manifest_path}: variant id {v.id!r} is defined twice")
                 self._variants[v.id] = v
@@ -237,7 +272,11 @@ class Registry:
         try:
             return self._variants[env_id]
         except KeyError:
-            raise UnknownIdError(unknown_id_message("environment", env_id, self.ids())) from None
+            msg = unknown_id_message("environment", env_id, self.ids())
+            broken = [str(e) for fam, e in self.errors.items() if env_id.replace("-", "_").startswith(fam)]
+            if broken:
+                msg += f" (its family's manifest is broken: {broken[0]})"
+            raise UnknownIdError(msg) from None
 
     def family_of(self, name: str) -> list[Variant]:
         """Variants of a family given by name (or by one of its variant ids).
@@ -256,5 +295,8 @@ class Registry:
 
 @cache
 def default_registry() -> Registry:
-    """The registry of the installed environments (loaded once per process)."""
-    return Registry()
+    """The registry of the installed environments, loaded once per process.
+
+    Broken families are reported in ``errors`` instead of hiding every other environment.
+    """
+    return Registry(strict=False)

@@ -6,16 +6,19 @@ deterministic offline proposer (NOT an LLM) of :mod:`harness.llm.offline`.
 """
 
 from .cache import CachedResponse, ResponseCache, request_key
-from .client import LLMClient, LLMResponse, LLMSettings, Message, is_offline, is_transient, litellm_module
+from .client import LLMClient
 from .errors import LLMCallFailed, LLMConfigError, LLMError
 from .journal import RecordJournal
 from .ledger import KIND_LLM, KIND_OFFLINE, LEDGER_STEM, Ledger, LLMCallRow
 from .redact import REDACTED, RedactingFilter, install_log_redaction, redact, secret_values
+from .settings import LLMResponse, LLMSettings, Message
+from .transport import OFFLINE_PREFIX, is_offline, is_transient, litellm_module
 
 __all__ = [
     "KIND_LLM",
     "KIND_OFFLINE",
     "LEDGER_STEM",
+    "OFFLINE_PREFIX",
     "REDACTED",
     "CachedResponse",
     "LLMCallFailed",

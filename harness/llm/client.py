@@ -23,143 +23,23 @@ so no price list is fetched over the network.
 from __future__ import annotations
 
 import logging
-import os
 import random
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from harness.runner.context import BudgetExhausted
 
 from .cache import CachedResponse, ResponseCache, request_key
 from .errors import LLMCallFailed, LLMConfigError
 from .ledger import KIND_LLM, KIND_OFFLINE, Ledger, LLMCallRow, utc_now
-from .redact import install_log_redaction, is_secret_name, redact
+from .redact import is_secret_name, redact
+from .settings import LLMResponse, LLMSettings, Message
+from .transport import is_offline, is_transient, litellm_module
 
 log = logging.getLogger("harness.llm")
-Message = dict[str, Any]
-"""One chat message (``{"role": ..., "content": ...}``)."""
-OFFLINE_PREFIX = "offline/"
-"""Model strings starting with this go to the offline proposer (not an LLM)."""
-_TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _MAX_ERROR_CHARS = 2000
-_setup_lock = threading.Lock()
-
-
-def litellm_module() -> Any:
-    """Import litellm configured for offline cost lookup, quiet output and masked logs.
-
-    Also registers the offline proposer as the ``offline`` custom provider.
-
-    Returns:
-        The litellm module.
-    """
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    with _setup_lock:
-        if not getattr(litellm, "_evobench_ready", False):
-            litellm.suppress_debug_info = True
-            install_log_redaction()
-            from .offline.provider import register_offline_provider
-
-            register_offline_provider(litellm)
-            litellm._evobench_ready = True
-    return litellm
-
-
-def is_offline(model: str) -> bool:
-    """Whether a model string names the offline proposer (not an LLM)."""
-    return model.startswith(OFFLINE_PREFIX)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether an error is worth retrying: rate limit, timeout, connection or server-side error.
-
-    Args:
-        exc: The exception raised by litellm.
-
-    Returns:
-        True for transient errors; authentication, bad-request, context-window, content-policy
-        and not-found errors are permanent.
-    """
-    import openai
-
-    permanent = (
-        openai.AuthenticationError,
-        openai.PermissionDeniedError,
-        openai.NotFoundError,
-        openai.BadRequestError,
-        openai.UnprocessableEntityError,
-    )
-    if isinstance(exc, permanent):
-        return False
-    if isinstance(exc, openai.RateLimitError | openai.APITimeoutError | openai.APIConnectionError):
-        return True
-    if isinstance(exc, openai.InternalServerError | TimeoutError | ConnectionError):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and status in _TRANSIENT_STATUS
-
-
-class LLMSettings(BaseModel):
-    """Transport settings shared by every role of one client."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    timeout_s: float = Field(default=600.0, gt=0)
-    """Seconds before one request is abandoned (a transient error)."""
-    max_retries: int = Field(default=3, ge=0)
-    """Retries of a request after transient errors (0: no retry)."""
-    backoff_s: float = Field(default=2.0, ge=0)
-    """Delay before the first retry; doubled on every further retry, with +-25 % jitter."""
-    backoff_max_s: float = Field(default=60.0, ge=0)
-    """Upper bound of one retry delay."""
-    temperature: float | None = 1.0
-    """Sampling temperature (None: the provider's default)."""
-    max_tokens: int | None = None
-    """Completion token limit (None: the provider's default)."""
-    params: dict[str, Any] = {}
-    """Further litellm keyword arguments (``api_base``, ``reasoning_effort``, ``mock_response``, ...).
-    Credentials are refused here: keys come only from the environment."""
-    cache_dir: Path | None = None
-    """Response cache directory (None: no cache)."""
-    max_cost_usd: float | None = Field(default=None, ge=0)
-    """Cost cap in US dollars over the whole run, earlier sessions included (None: no cap)."""
-
-
-@dataclass(frozen=True)
-class LLMResponse:
-    """The text of a successful call and what it cost."""
-
-    text: str
-    """Response content ("" when the model returned none)."""
-    role: str
-    """Role that made the call."""
-    model: str
-    """Model string the role maps to."""
-    response_model: str
-    """Model name reported by the response."""
-    tokens_in: int
-    """Prompt tokens."""
-    tokens_out: int
-    """Completion tokens."""
-    cost_usd: float
-    """Cost from the model cost map (0 for cache hits and the offline proposer)."""
-    latency_s: float
-    """Seconds spent, retries and backoff included."""
-    cache_hit: bool
-    """Whether the response came from the cache."""
-    offline: bool
-    """Whether the offline proposer (not an LLM) answered."""
-    attempts: int
-    """Attempts made (1 without retries)."""
 
 
 def _check_params(params: Mapping[str, Any]) -> None:

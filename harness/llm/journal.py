@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -49,18 +50,27 @@ class RecordJournal(Generic[R]):
         parquet_path: The snapshot file, or None when in memory only.
     """
 
-    def __init__(self, directory: Path | None, stem: str, model: type[R]) -> None:
+    def __init__(
+        self,
+        directory: Path | None,
+        stem: str,
+        model: type[R],
+        key: Callable[[R], Hashable] | None = None,
+    ) -> None:
         """Open (and repair) the journal in ``directory``, or keep records in memory when None.
 
         Args:
             directory: Where the files live (created if needed), or None.
             stem: File name without extension, e.g. ``llm_calls``.
             model: The flat pydantic record type (scalar, optional, enum or literal fields).
+            key: When given, a record supersedes earlier ones with the same key in :meth:`rows`
+                and the snapshot (e.g. a step redone after a resume).
 
         Raises:
             OSError: If the directory cannot be created or the journal cannot be repaired.
         """
         self.model = model
+        self.key = key
         self._lock = threading.Lock()
         self._memory: list[R] = []
         self.jsonl_path: Path | None = None
@@ -113,17 +123,25 @@ class RecordJournal(Generic[R]):
     def rows(self) -> list[R]:
         """All records in the order written (a torn last line is ignored).
 
+        With a ``key``, only the last record of each key is kept, at the position of the first.
+
         Raises:
             OSError: If the journal cannot be read.
         """
         with self._lock:
             if self.jsonl_path is None:
-                return list(self._memory)
-            try:
-                data = self.jsonl_path.read_bytes()
-            except FileNotFoundError:
-                return []
-        return _parse(data, self.model)[0]
+                rows = list(self._memory)
+            else:
+                try:
+                    rows = _parse(self.jsonl_path.read_bytes(), self.model)[0]
+                except FileNotFoundError:
+                    rows = []
+        if self.key is None:
+            return rows
+        latest: dict[Hashable, R] = {}
+        for r in rows:
+            latest[self.key(r)] = r
+        return list(latest.values())
 
     def flush(self) -> int:
         """Atomically rewrite the Parquet snapshot from the journal (no-op in memory).

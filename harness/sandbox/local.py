@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing as mp
 import os
@@ -18,6 +19,16 @@ from .isolation import detect_isolation
 from .worker import EvalJob, Mode, init_worker, run_job
 
 log = logging.getLogger(__name__)
+
+
+UIDS_PER_BACKEND = 16
+_UID_BLOCKS = 250  # 61000 + 250 * 16 stays below 65534 (nobody)
+_instances = itertools.count()
+
+
+def _next_uid_offset() -> int:
+    """A block of sandbox uids for a new backend, distinct across processes and instances."""
+    return ((os.getpid() * 31 + next(_instances)) % _UID_BLOCKS) * UIDS_PER_BACKEND
 
 
 class LocalBackend(Sandbox):
@@ -58,6 +69,7 @@ class LocalBackend(Sandbox):
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._uid_offset = _next_uid_offset()
 
     def _get_pool(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -66,8 +78,10 @@ class LocalBackend(Sandbox):
             if self._pool is None:
                 ctx = mp.get_context("spawn")
                 slots = ctx.Queue()
+                # Sandbox uids private to this backend instance: another run's fork bomb (per-uid
+                # process limit) or leftover cannot touch this one's candidates.
                 for i in range(self.workers):
-                    slots.put(i)
+                    slots.put(self._uid_offset + i % UIDS_PER_BACKEND)
                 self._pool = ProcessPoolExecutor(
                     self.workers,
                     mp_context=ctx,
@@ -83,7 +97,13 @@ class LocalBackend(Sandbox):
                 self._pool = None
 
     def submit(self, variant: Variant, source: str) -> Future[EvalResult]:
-        """Queue one evaluation; the future resolves to an ``EvalResult`` (never raises)."""
+        """Queue one evaluation; the future resolves to an ``EvalResult`` (never raises).
+
+        Raises:
+            RuntimeError: If the backend has been closed.
+        """
+        if self._closed:
+            raise RuntimeError("backend is closed")
         job = EvalJob(variant.id, source, self.mode, self.env_root)
         out: Future[EvalResult] = Future()
         self._attempt(job, variant, out, attempt=1)

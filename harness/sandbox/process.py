@@ -28,6 +28,8 @@ from .isolation import (
 )
 
 READY_TIMEOUT_S = 60.0
+MAX_REPLY_HEADER = 16 * 1024 * 1024
+"""Largest JSON header the trusted side parses from a candidate (arrays travel as raw buffers)."""
 
 
 class CappedReader:
@@ -115,20 +117,26 @@ class CandidateConnection:
             EOFError: The process died or closed the socket.
             wire.WireError: The reply was malformed.
         """
+        deadline = time.monotonic() + max(timeout, 1e-3)
         self.sock.settimeout(max(timeout, 1e-3))
         wire.send_message(self.sock, msg)
-        return wire.recv_message(self.sock)
+        return wire.recv_message(self.sock, deadline=deadline, max_header=MAX_REPLY_HEADER)
 
     def exit_info(self) -> str:
         """Describe how the process ended, if known."""
         if self.proc is None:
-            return "the candidate process ended"
+            return "the candidate process ended (exited or was killed)"
         try:
             rc = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return "the candidate process stopped answering"
-        if rc < 0:
-            return f"the candidate process was killed by signal {signal.Signals(-rc).name}"
+        sig = -rc if rc < 0 else (rc - 128 if 128 < rc < 160 else 0)  # bwrap reports 128 + signal
+        if sig:
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = str(sig)
+            return f"the candidate process was killed by signal {name}"
         return f"the candidate process exited with code {rc}"
 
 

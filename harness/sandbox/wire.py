@@ -13,6 +13,7 @@ import json
 import socket
 import struct
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -192,9 +193,14 @@ def send_message(sock: socket.socket, obj: Any) -> None:
     sock.sendall(_LEN.pack(len(payload)) + payload)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
     chunks = bytearray()
     while len(chunks) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("reply not complete before the deadline")
+            sock.settimeout(left)
         chunk = sock.recv(min(n - len(chunks), 1 << 20))
         if not chunk:
             raise EOFError("peer closed the connection")
@@ -202,15 +208,34 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(chunks)
 
 
-def recv_message(sock: socket.socket, *, as_torch: bool = True) -> Any:
-    """Receive and decode one framed value (honours the socket's timeout).
+def recv_message(
+    sock: socket.socket,
+    *,
+    as_torch: bool = True,
+    deadline: float | None = None,
+    max_header: int | None = None,
+) -> Any:
+    """Receive and decode one framed value.
+
+    Args:
+        sock: The connected socket.
+        as_torch: Rebuild tensors as torch tensors.
+        deadline: ``time.monotonic()`` by which the whole message must have arrived (a peer that
+            trickles bytes cannot stretch a call); None uses the socket's own timeout per read.
+        max_header: Largest JSON header accepted (the trusted side caps what a candidate can make
+            it parse); None for no extra cap.
 
     Raises:
         EOFError: If the peer closed the connection.
-        TimeoutError: If the socket timeout expired.
+        TimeoutError: If the deadline or socket timeout expired.
         WireError: If the message is malformed or too large.
     """
-    (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
+    (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size, deadline))
     if n > MAX_MESSAGE_BYTES:
         raise WireError(f"message of {n} bytes exceeds {MAX_MESSAGE_BYTES}")
-    return decode(_recv_exact(sock, n), as_torch=as_torch)
+    payload = _recv_exact(sock, n, deadline)
+    if max_header is not None and len(payload) >= _HDR.size:
+        (hlen,) = _HDR.unpack_from(payload, 0)
+        if hlen > max_header:
+            raise WireError(f"message header of {hlen} bytes exceeds {max_header}")
+    return decode(payload, as_torch=as_torch)

@@ -66,7 +66,7 @@ def test_malformed_manifest_names_file_key_and_reason(
     assert edit[0] in text
     path.write_text(text.replace(edit[0], edit[1], 1))
     with pytest.raises(ManifestError) as e:
-        Registry(root)
+        Registry(root, strict=True)
     msg = str(e.value)
     assert str(path) in msg and key in msg and reason in msg
 
@@ -77,10 +77,10 @@ def test_not_toml_and_missing_files_are_reported(tmp_path: Path) -> None:
     original = path.read_text()
     path.write_text("[family\nname=")
     with pytest.raises(ManifestError, match="not valid TOML"):
-        Registry(root)
+        Registry(root, strict=True)
     path.write_text(original.replace('prompt = "prompt.md"', 'prompt = "missing.md"'))
     with pytest.raises(ManifestError, match="family.prompt.*missing.md"):
-        Registry(root)
+        Registry(root, strict=True)
 
 
 def test_content_hash_tracks_scorer_prompt_and_program_but_not_unrelated_files(tmp_path: Path) -> None:
@@ -97,3 +97,14 @@ def test_content_hash_tracks_scorer_prompt_and_program_but_not_unrelated_files(t
         assert Registry(root).get("selftest-tiny").hash != h0, name
         p.write_text(old)
     assert Registry(root).get("selftest-tiny").hash == h0
+
+
+def test_non_strict_registry_keeps_good_families_and_reports_the_broken_one(tmp_path: Path) -> None:
+    root = _copy_family(tmp_path)
+    shutil.copytree(root / "selftest", root / "broken", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "broken" / "env.toml").write_text("[family\n")
+    reg = Registry(root, strict=False)
+    assert reg.get("selftest-tiny").family == "selftest"
+    assert "broken" in reg.errors and "not valid TOML" in str(reg.errors["broken"])
+    with pytest.raises(UnknownIdError, match="manifest is broken"):
+        reg.get("broken-tiny")

@@ -928,12 +928,6 @@ class SandboxConformance:
         self.check_timeout(timeout_batch, CPU_HOG, variant)
 
     @pytest.mark.slow
-    @pytest.mark.xfail(
-        strict=True,
-        reason="sandbox bug: CandidateConnection.request sets a per-recv() socket timeout instead of a "
-        "deadline, so a reply trickled byte by byte keeps the call alive past the time limit "
-        "(harness/sandbox/process.py request / wire.recv_message; remove this marker once fixed)",
-    )
     def test_trickled_reply_times_out(self, timeout_batch: TimeoutBatch, variant: Variant) -> None:
         self.check_timeout(timeout_batch, TRICKLE, variant)
 
@@ -1226,12 +1220,6 @@ class SandboxConformance:
         assert any(n in res.reason for n in needles), describe(res)
         assert not res.counts_against_candidate
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="harness bug: Variant.load_attr imports environments.<family>.<module> from the installed "
-        "package and ignores variant.family_dir, so a backend built with env_root runs the installed "
-        "scorer instead of the one under env_root (remove this marker once fixed)",
-    )
     def test_infra_error_scorer_raises_on_import(self, infra_results: dict[str, EvalResult]) -> None:
         self.check_infra(infra_results["selftest-tiny"], "scorer-import-broken")
 

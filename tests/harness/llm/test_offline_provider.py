@@ -1,0 +1,92 @@
+"""The offline proposer as a litellm provider: prompt convention, labelling, determinism, operator edits."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from harness.llm import KIND_OFFLINE, LLMCallFailed, LLMClient, litellm_module
+from harness.llm.offline import (
+    FINGERPRINT,
+    OfflinePrompt,
+    code_blocks,
+    fenced,
+    operators_for,
+    parse_offline_prompt,
+    propose_edit,
+    register_offline_proposer,
+    register_operators,
+)
+from harness.program import ReplaceSnippet, apply_edit, parse_diff
+
+PROGRAM = "import math\n\n# EVOLVE-BLOCK-START\ndef f(x):\n    s = '```'\n    return 2.5 * x + 1\n"
+PROGRAM += "# EVOLVE-BLOCK-END\n"
+
+
+def echo(prompt: OfflinePrompt, rng: random.Random) -> str:
+    program = prompt.program("current program") or ""
+    n = prompt.number("ideas requested", 0)
+    return f"stage={prompt.stage} env={prompt.env_id} n={n} r={rng.random()} len={len(program)}"
+
+
+def user(stage: str = "idea_generation") -> str:
+    return (
+        f"Stage: {stage}\nEnvironment: unit-tiny\nLanguage: python\nIdeas requested: 3\n\n"
+        f"## Task\nDo things.\n\n## Current program\n{fenced(PROGRAM, 'python')}\n\n## Idea pool\n(empty)\n"
+    )
+
+
+def test_prompt_convention_round_trips_programs_with_backticks() -> None:
+    p = parse_offline_prompt([{"role": "system", "content": "sys"}, {"role": "user", "content": user()}])
+    assert (p.stage, p.env_id, p.language, p.number("ideas requested", 0)) == (
+        "idea_generation",
+        "unit-tiny",
+        "python",
+        3,
+    )
+    assert set(p.sections) == {"task", "current program", "idea pool"}
+    assert p.program("current program") == PROGRAM
+    assert code_blocks(fenced(PROGRAM, "python")) == [("python", PROGRAM)]
+    repair = parse_offline_prompt(
+        [{"role": "user", "content": user()}, {"role": "assistant", "content": "x"},
+         {"role": "user", "content": "Stage: implementation_repair\n\n## Problem\nbad"}]
+    )  # fmt: skip
+    assert repair.stage == "implementation_repair" and repair.program("current program") == PROGRAM
+    assert parse_offline_prompt([{"role": "user", "content": "no header here"}]).stage == ""
+
+
+def test_offline_model_through_litellm_is_labelled_and_deterministic() -> None:
+    register_offline_proposer("echo", echo)
+    litellm = litellm_module()
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": user()}]
+    a = litellm.completion(model="offline/echo", messages=msgs, seed=1)
+    b = litellm.completion(model="offline/echo", messages=msgs, seed=1)
+    c = litellm.completion(model="offline/echo", messages=msgs, seed=2)
+    text = a.choices[0].message.content
+    assert text.startswith("stage=idea_generation env=unit-tiny n=3") and f"len={len(PROGRAM)}" in text
+    assert text == b.choices[0].message.content != c.choices[0].message.content
+    assert a.model == "offline/echo" and a.system_fingerprint == FINGERPRINT
+    assert a._hidden_params["not_an_llm"] is True and a.usage.prompt_tokens > 0
+
+
+def test_client_records_offline_calls_as_not_an_llm() -> None:
+    register_offline_proposer("echo", echo)
+    c = LLMClient({"advisor": "offline/echo", "implementer": "offline/nobody"})
+    r = c.complete("advisor", [{"role": "user", "content": user()}], seed=3)
+    assert r.offline and r.cost_usd == 0.0 and r.response_model == "offline/echo"
+    assert c.ledger.rows()[0].kind == KIND_OFFLINE
+    with pytest.raises(LLMCallFailed, match="no offline proposer named 'nobody'"):
+        c.complete("implementer", [{"role": "user", "content": user()}])
+
+
+def test_operator_side_channel_and_edits() -> None:
+    assert [op.name for op in operators_for("unregistered")] == ["perturb_numeric_literal", "swap_comparison"]
+    register_operators("unit-tiny", [ReplaceSnippet("slope", "2.5 * x", ["3.5 * x"])])
+    ops = operators_for("unit-tiny")
+    assert [op.name for op in ops] == ["slope", "perturb_numeric_literal", "swap_comparison"]
+    edit = propose_edit(PROGRAM, "python", random.Random(0), ops, prefer="slope")
+    assert edit is not None and edit.operators == ("slope",) and "3.5 * x" in edit.program
+    assert apply_edit(PROGRAM, parse_diff(edit.diff), "python") == edit.program
+    assert propose_edit("# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n", "python", random.Random(0), ops) is None
