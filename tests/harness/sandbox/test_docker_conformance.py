@@ -1,0 +1,39 @@
+"""The backend conformance suite run against the Docker backend (warm containers)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness.envs.registry import default_registry
+from harness.sandbox.docker_backend import DockerBackend
+
+from .conformance import ENV_ID, SandboxConformance
+from .docker_support import docker_client_or_skip, require_image
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def docker_backend() -> Iterator[DockerBackend]:
+    client = docker_client_or_skip()
+    require_image(client, default_registry().get(ENV_ID))
+    backend = DockerBackend(workers=2, mode="warm")
+    yield backend
+    backend.close()
+    assert backend.containers() == []
+
+
+class TestDockerWarm(SandboxConformance):
+    supports_env_root = False  # images carry their own environments; another root needs another image
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, docker_backend: DockerBackend) -> DockerBackend:
+        return docker_backend
+
+    def make_backend(self, **overrides: Any) -> DockerBackend:
+        overrides.pop("env_root", None)
+        return DockerBackend(**{"workers": 2, "mode": "warm", **overrides})
