@@ -172,6 +172,8 @@ def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: st
     """
     root = os.getcwd()
     children: list[int] = []
+    for d in scratch:  # a restarted zygote starts clean (its predecessor may have been killed)
+        _wipe(d)
     for name in preload:
         if name:
             importlib.import_module(name)
@@ -198,7 +200,7 @@ def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: st
                     os.close(err_r)
                     os.dup2(out_w, 1)
                     os.dup2(err_w, 2)
-                    workdir = os.path.join(root, f"c{counter}")
+                    workdir = os.path.join(root, f"c{counter}-{os.getpid()}")
                     os.mkdir(workdir, 0o700)
                     os.chdir(workdir)
                     os.environ.clear()
