@@ -28,6 +28,7 @@ def docker_backend() -> Iterator[DockerBackend]:
 
 class TestDockerWarm(SandboxConformance):
     supports_env_root = False  # images carry their own environments; another root needs another image
+    trusted_side_inherits_env = False  # containers get no host environment at all
 
     @pytest.fixture(scope="class")
     @classmethod
