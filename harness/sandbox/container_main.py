@@ -13,6 +13,7 @@ import argparse
 import os
 import socket
 import sys
+import threading
 from typing import Any
 
 from . import wire
@@ -24,8 +25,11 @@ def serve(sock_path: str, slot: int, prewarm: list[str]) -> None:
     state = WorkerState(slot)
     for env_id in prewarm:
         v = state.registry(None).get(env_id)
+        # The zygote's imports (another process) overlap the scorer's own imports and data loading.
+        starter = threading.Thread(target=state.zygote(v).start, daemon=True)
+        starter.start()
         state.scorer(v)
-        state.zygote(v).start()
+        starter.join()
     if os.path.exists(sock_path):
         os.unlink(sock_path)
     old = os.umask(0o177)  # the socket is root's alone: candidates (another uid) cannot connect
