@@ -240,15 +240,17 @@ class DockerBackend(Sandbox):
         key = (slot, variant.id)
         c = self._warm.get(key) if warm else None
         if c is None:
-            c = _Container(
-                self._docker(), variant, slot, self.id, prewarm=warm and variant.id in self.prewarm
-            )
+            # A cold container serves one job: pre-starting its zygote overlaps the two torch imports.
+            prewarm = (not warm) or variant.id in self.prewarm
+            c = _Container(self._docker(), variant, slot, self.id, prewarm=prewarm)
             with self._lock:
                 self._live.add(c)
                 if warm:
                     self._warm[key] = c
         try:
-            return c.evaluate(source, self.mode)
+            # Inside the container candidates always fork from the container's own fresh zygote;
+            # "cold" means a brand-new container per evaluation.
+            return c.evaluate(source, "warm")
         except TimeoutError:
             self._discard(key, c)
             return EvalResult(
