@@ -5,9 +5,10 @@ from __future__ import annotations
 from harness.envs.registry import UnknownIdError, unknown_id_message
 
 from .base import Agent
+from .pacevolve import PACEvolveAgent
 from .random_search import RandomSearchAgent
 
-AGENTS: dict[str, type[Agent]] = {cls.name: cls for cls in (RandomSearchAgent,)}
+AGENTS: dict[str, type[Agent]] = {cls.name: cls for cls in (RandomSearchAgent, PACEvolveAgent)}
 
 
 def agent_ids() -> list[str]:

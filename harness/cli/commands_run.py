@@ -166,6 +166,11 @@ def run(
             return EXIT_USAGE
         if not _check_data(v):
             return EXIT_USAGE
+        try:
+            ag.preflight()
+        except ValueError as e:
+            err_console.print(f"bench: error: {e}")
+            return EXIT_USAGE
         budget = Budget(max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd)
         store = create_run(
             results_dir=results_dir,

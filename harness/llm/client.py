@@ -13,7 +13,8 @@ litellm model string; :class:`LLMClient` does the rest:
   included) is compared with the cap; at or above it the call raises the runner's
   :class:`~harness.runner.context.BudgetExhausted`, which ends the run cleanly.
 * **Cache**: with a cache directory, a request identical in model, messages, parameters and
-  seed is answered from the cache at no cost (``cache_hit`` in the ledger).
+  seed is answered from the cache at no cost (``cache_hit`` in the ledger). Answers of the
+  offline proposer are not cached: it recomputes them exactly.
 
 Costs come from litellm's model cost map, which is loaded from the copy bundled with litellm
 (``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before litellm is imported unless already set),
@@ -183,8 +184,9 @@ class LLMClient:
         tags: dict[str, Any] = {"role": role, "model": model, "stage": stage, "step": step, "thread": thread}
         kind = KIND_OFFLINE if is_offline(model) else KIND_LLM
         t_start = time.monotonic()
-        if self.cache is not None:
-            hit = self.cache.get(key)
+        cache = None if kind == KIND_OFFLINE else self.cache  # offline answers are recomputed exactly
+        if cache is not None:
+            hit = cache.get(key)
             if hit is not None:
                 self._check_cap()
                 self._record(
@@ -268,7 +270,7 @@ class LLMClient:
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
         cost, known = self._cost(resp, hidden, offline)
         response_model = str(getattr(resp, "model", "") or tags["model"])
-        if self.cache is not None:
+        if self.cache is not None and not offline:
             self.cache.put(key, CachedResponse(text, tokens_in, tokens_out, response_model, offline))
         self._record(
             LLMCallRow(

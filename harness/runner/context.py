@@ -170,6 +170,9 @@ class AgentContext(ABC):
     def add_llm_usage(self, tokens_in: int, tokens_out: int, cost_usd: float) -> None:
         """Account LLM spend not tied to one proposal (counts toward the cost budget)."""
 
+    def skip_to(self, seq: int) -> None:  # noqa: B027 - optional for contexts without a journal
+        """Continue evaluation numbering at ``seq`` (an agent restored from a checkpoint taken there)."""
+
 
 class Agent(ABC):
     """A search method. Implementations live in the ``agents`` package."""
@@ -192,6 +195,13 @@ class Agent(ABC):
     def models(self) -> dict[str, str]:
         """LLM role -> model string, for the run record (empty for LLM-free agents)."""
         return {}
+
+    def preflight(self) -> None:  # noqa: B027 - optional hook
+        """Check the configuration before a run directory is created (e.g. provider keys present).
+
+        Raises:
+            ValueError: If the agent cannot run as configured; the message says what to fix.
+        """
 
     @abstractmethod
     def run(self, ctx: AgentContext) -> None:

@@ -1,0 +1,117 @@
+"""MBB: relative progress, the momentum EWMA and its trigger, and the power-law backtrack sampler."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from agents.pacevolve.momentum import (
+    Momentum,
+    power_law_weights,
+    progress_of,
+    relative_progress,
+    sample_power_law,
+    should_intervene,
+)
+
+
+def test_relative_progress_matches_the_paper_formula_for_minimised_llm_sr(task_factory: Callable) -> None:
+    task = task_factory(maximize=False, y_init=-2.0, y_target=-10.0)  # log10 NMSE, r = -10, s0 = -2
+    u_prev, u_now = progress_of(-4.0, task), progress_of(-5.0, task)
+    r = relative_progress(u_prev, u_now)
+    assert r == pytest.approx(1 / 6)  # (s_prev - s)/(s_prev - r) = 1 / 6
+    assert r == pytest.approx((-4.0 - -5.0) / (-4.0 - -10.0))
+
+
+def test_relative_progress_is_direction_and_scale_free(task_factory: Callable) -> None:
+    up = task_factory(maximize=True, y_init=0.2, y_target=0.9)
+    down = task_factory(maximize=False, y_init=10.0, y_target=3.0)
+    r_up = relative_progress(progress_of(0.3, up), progress_of(0.5, up))
+    # the same fractions of the gap on the minimised task
+    r_down = relative_progress(progress_of(10 - 1.0, down), progress_of(10 - 3.0, down))
+    assert r_up == pytest.approx((0.5 - 0.3) / (0.9 - 0.3))
+    assert r_up == pytest.approx(r_down)
+
+
+def test_no_progress_cases(task_factory: Callable) -> None:
+    assert relative_progress(0.4, 0.4) == 0.0
+    assert relative_progress(0.4, 0.3) == 0.0  # a worse best never happens, but is 0 anyway
+    assert relative_progress(1.0, 1.0) == 0.0  # target reached: no gap left
+    task = task_factory(maximize=True, y_init=0.5, y_target=1.0)
+    assert progress_of(0.1, task) == 0.0  # worse than s0 counts as s0
+    assert progress_of(None, task) == 0.0
+
+
+def test_momentum_from_one_falls_below_threshold_after_43_stagnant_steps() -> None:
+    m = Momentum(value=1.0)
+    steps = 0
+    while m.value >= 0.001:
+        m.update(0.0, beta=0.85)
+        steps += 1
+    assert steps == 43
+    assert m.value == pytest.approx(0.85**43)
+
+
+def test_one_improvement_then_27_stagnant_steps() -> None:
+    m = Momentum(value=0.0)
+    r = m.update(0.5, beta=0.85)  # from u=0 to u=0.5: R = 0.5
+    assert r == pytest.approx(0.5) and m.value == pytest.approx(0.075)
+    steps = 0
+    while m.value >= 0.001:
+        assert m.update(0.5, beta=0.85) == 0.0
+        steps += 1
+    assert steps == 27
+
+
+def test_momentum_tracks_the_best_only() -> None:
+    m = Momentum(value=1.0)
+    m.update(0.5, beta=0.85)
+    m.update(0.2, beta=0.85)  # a regression of the input does not lower u_prev
+    assert m.u_prev == 0.5
+    r = m.update(0.75, beta=0.85)
+    assert r == pytest.approx(0.5)
+
+
+def test_trigger_needs_low_momentum_and_the_end_of_the_freeze() -> None:
+    assert not should_intervene(0.0005, 0.001, completed=15, last=0, freeze=15)
+    assert should_intervene(0.0005, 0.001, completed=16, last=0, freeze=15)
+    assert not should_intervene(0.002, 0.001, completed=100, last=0, freeze=15)
+    # re-applied after an intervention at completed = 40
+    assert not should_intervene(0.0005, 0.001, completed=55, last=40, freeze=15)
+    assert should_intervene(0.0005, 0.001, completed=56, last=40, freeze=15)
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (5, [0.568, 0.201, 0.109, 0.071, 0.051]),
+        (10, [0.501, 0.177, 0.096, 0.063, 0.045, 0.034, 0.027, 0.022, 0.019, 0.016]),
+    ],
+)
+def test_power_law_weights_match_the_reference_values(n: int, expected: list[float]) -> None:
+    w = power_law_weights(n, 1.5)
+    assert math.fsum(w) == pytest.approx(1.0)
+    assert w == pytest.approx(expected, abs=6e-4)
+    assert all(a > b for a, b in zip(w, w[1:], strict=False))  # favours early (k = 0) states
+
+
+def test_power_law_sampler_follows_its_distribution() -> None:
+    rng = random.Random(0)
+    n, draws = 6, 60_000
+    counts = Counter(sample_power_law(n, 1.5, rng) for _ in range(draws))
+    expected = power_law_weights(n, 1.5)
+    chi2 = sum((counts[k] - draws * p) ** 2 / (draws * p) for k, p in enumerate(expected))
+    assert set(counts) == set(range(n))
+    assert chi2 < 20.5  # chi-square, 5 degrees of freedom, p = 0.001
+
+
+def test_power_law_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        power_law_weights(0, 1.5)
+    with pytest.raises(ValueError):
+        power_law_weights(3, 0.0)
+    assert sample_power_law(1, 1.5, random.Random(1)) == 0

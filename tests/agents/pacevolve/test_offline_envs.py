@@ -1,0 +1,74 @@
+"""Offline (``offline/pacevolve``, not an LLM) runs on the tiny environments via the runner and sandbox."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from agents.pacevolve import PACEvolveAgent, PACEvolveConfig
+from harness.envs.registry import default_registry
+
+CFG: dict[str, Any] = {
+    "model": "offline/pacevolve",
+    "freeze_period": 2,
+    "momentum_init": 0.3,
+    "stagnation_threshold": 0.2,
+    "max_ideas": 3,
+}
+
+
+def check_run(run_dir: Any, n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every candidate and every LLM call is recorded, and the records agree with each other."""
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and info["n_evaluations"] == n
+    assert info["models"] == {
+        "advisor": "offline/pacevolve",
+        "implementer": "offline/pacevolve",
+        "summariser": "offline/pacevolve",
+    }
+    cands = pd.read_parquet(run_dir / "candidates.parquet")
+    assert sorted(cands["seq"]) == list(range(n))
+    calls = pd.read_parquet(run_dir / "llm_calls.parquet")
+    assert len(calls) == len((run_dir / "llm_calls.jsonl").read_text().splitlines()) > 0
+    assert set(calls["kind"]) == {"offline-proposer (not an LLM)"} and calls["ok"].all()
+    assert {"idea_generation", "idea_classification", "idea_selection", "implementation"} <= set(
+        calls["stage"]
+    )
+    rows = pd.read_parquet(run_dir / "pacevolve_iterations.parquet")
+    assert sorted(rows.loc[rows["seq"] >= 0, "seq"]) == list(range(1, n))
+    merged = rows[rows["seq"] >= 0].merge(cands, on="seq", suffixes=("", "_c"))
+    assert (merged["program_sha256"] == merged["program_sha256_c"]).all()
+    assert (merged["island"] == merged["thread"]).all() and (merged["step"] == merged["iteration"]).all()
+    assert 0 < cands["tokens_in"].sum() <= calls["tokens_in"].sum()
+    assert (run_dir / "checkpoints" / "agent").is_file()
+    return cands, calls, rows
+
+
+def test_eplb_tiny(run_agent: Callable[..., Any]) -> None:
+    out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**CFG)), "eplb-tiny", 12, seed=2)
+    cands, _, rows = check_run(run_dir, 12)
+    assert (cands["status"] == "ok").sum() >= 6 and out.info.best_score is not None
+    assert out.info.best_score >= cands.loc[cands["seq"] == 0, "score"].iloc[0]
+    assert rows["triggered"].any()
+
+
+def test_selftest_tiny_one_island(run_agent: Callable[..., Any]) -> None:
+    out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**CFG, islands=1)), "selftest-tiny", 6, seed=1)
+    cands, _, _ = check_run(run_dir, 6)
+    assert (cands["status"] == "ok").all() and out.info.best_score == 1.0
+
+
+OTHER_TINY = ["llm-sr-tiny", "multi-evolve-tiny", "ahc039-tiny", "ahc058-tiny"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", OTHER_TINY)
+def test_other_tiny_envs(env: str, run_agent: Callable[..., Any]) -> None:
+    if env not in {v.id for v in default_registry().variants()}:
+        pytest.skip(f"{env} is not registered")
+    out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**CFG)), env, 3, seed=1)
+    check_run(run_dir, 3)
