@@ -176,8 +176,21 @@ def drive(
         )
         store.write_info(final)
         if status == "finished" and leaderboard_dir is not None:
-            append_leaderboard_row(leaderboard_dir, build_leaderboard_row(final, rows, variant))
+            row = build_leaderboard_row(final, rows, variant)
+            spent = _ledger_cost(store.run_dir)
+            if spent is not None:  # the LLM ledger is the authority on spend (incl. untied calls)
+                row = row.model_copy(update={"cost_usd": max(row.cost_usd, spent)})
+            append_leaderboard_row(leaderboard_dir, row)
     return RunOutcome(store.run_dir, store.info, ctx.evaluated_now, ctx.replayed)
+
+
+def _ledger_cost(run_dir: Path) -> float | None:
+    """Total LLM spend recorded in the run's ledger, or None for runs without LLM calls."""
+    if not (run_dir / "llm_calls.jsonl").exists():
+        return None
+    from harness.llm.ledger import Ledger
+
+    return Ledger(run_dir).cost_usd
 
 
 def open_for_resume(run_dir: Path) -> RunStore:
