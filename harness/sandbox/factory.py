@@ -15,12 +15,24 @@ class BackendUnavailable(RuntimeError):
 
 
 def make_backend(
-    name: BackendName, *, workers: int | None, mode: Mode = "warm", prewarm: tuple[str, ...] = ()
+    name: BackendName,
+    *,
+    workers: int | None,
+    mode: Mode = "warm",
+    prewarm: tuple[str, ...] = (),
+    run_id: str = "",
 ) -> Sandbox:
     """Create a backend.
 
+    Args:
+        name: ``local``, ``docker`` or ``modal``.
+        workers: Parallel evaluations (None: the backend's default).
+        mode: ``warm`` or ``cold``.
+        prewarm: Variant ids to start eagerly.
+        run_id: Tag remote resources with this run (Modal sandboxes).
+
     Raises:
-        BackendUnavailable: If the backend is not available.
+        BackendUnavailable: If the backend cannot be used here (missing package or credentials).
     """
     if name == "local":
         from .local import LocalBackend
@@ -36,4 +48,11 @@ def make_backend(
         from .docker_backend import DockerBackend
 
         return DockerBackend(workers=workers, mode=mode, prewarm=prewarm)
-    raise BackendUnavailable(f"backend {name!r} is not available in this version; use --backend local")
+    if name == "modal":
+        from .modal_backend import ModalBackend, ModalInfraError
+
+        try:
+            return ModalBackend(workers=workers, mode=mode, prewarm=prewarm, run_id=run_id)
+        except ModalInfraError as e:
+            raise BackendUnavailable(f"the modal backend cannot start: {e}") from e
+    raise BackendUnavailable(f"unknown backend {name!r}; use local, docker or modal")
