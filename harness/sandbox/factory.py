@@ -14,6 +14,22 @@ class BackendUnavailable(RuntimeError):
     """The requested backend cannot be used here (not installed or not implemented)."""
 
 
+def check_backend(name: BackendName) -> None:
+    """Fail fast, before a run directory exists, where a backend cannot work at all here.
+
+    Raises:
+        BackendUnavailable: If the backend's package or (Modal) credentials are missing.
+    """
+    if name == "modal":
+        from .modal_backend.client import ModalInfraError
+        from .modal_backend.sdk import SdkModalClient
+
+        try:
+            SdkModalClient().check_credentials()
+        except ModalInfraError as e:
+            raise BackendUnavailable(f"the modal backend cannot start: {e}") from e
+
+
 def make_backend(
     name: BackendName,
     *,
