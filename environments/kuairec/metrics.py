@@ -5,7 +5,8 @@ the user's input history are excluded from the ranking, as FuXi-Linear's evaluat
 that is itself in the history therefore can never be hit (KuaiRec users re-watch: such users count
 as misses; excluding everything else but keeping the target would reveal which history item is
 the target). Ties are ranked pessimistically (the target ranks below every other candidate with an
-equal score), so a constant model ranks every target last rather than first.
+equal score, where scores within ``TIE_TOLERANCE`` of each other are equal: cosines computed in
+different orders differ in the last bits), so a constant model ranks every target last.
 
 rank r (1-based; ``inf`` for a miss): NDCG@K = 1/log2(r+1) if r <= K else 0; HR@K = [r <= K];
 MRR = 1/r (untruncated). combined = mean(NDCG@10, HR@10, MRR).
@@ -18,6 +19,8 @@ import math
 import numpy as np
 
 CHUNK_USERS = 512
+TIE_TOLERANCE = 1e-9
+"""Cosine scores closer than this count as tied (ranked against the target)."""
 
 
 def normalise(x: np.ndarray, eps: float = 1e-12) -> np.ndarray:
@@ -57,7 +60,7 @@ def ranks(
         hit_possible = ~excluded[rows, t]
         excluded[:, 0] = True
         excluded[rows, t] = True  # the target is not its own competitor
-        ahead = ((scores >= target_score[:, None]) & ~excluded).sum(axis=1)
+        ahead = ((scores >= target_score[:, None] - TIE_TOLERANCE) & ~excluded).sum(axis=1)
         out[a:b] = np.where(hit_possible, 1.0 + ahead, np.inf)
     return out
 
