@@ -91,7 +91,8 @@ def last_polygon(stdout: bytes) -> np.ndarray:
         if not MIN_VERTICES <= m <= MAX_VERTICES:
             failure = OutputRejected(
                 "vertex-count",
-                f"polygon {len(starts) + 1} declares {m} vertices; need {MIN_VERTICES} <= m <= {MAX_VERTICES}",
+                f"polygon {len(starts) + 1} declares {m} vertices; "
+                f"need {MIN_VERTICES} <= m <= {MAX_VERTICES}",
             )
             break
         if pos + 1 + 2 * m > v.size:

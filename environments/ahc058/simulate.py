@@ -13,9 +13,9 @@ ID j (0 .. N-1); B[i][j] (count) starts at 1, P[i][j] (power) at 0, apples at K.
 After T turns the case scores ``round(1e5 * log2(S))`` for S final apples (0 when S < 1).
 
 Reading the output (the official tester's rules, which go beyond the statement): the output must
-be UTF-8; lines are cut at ``\n`` and trimmed; empty lines and lines starting with ``#`` are
-skipped; reading stops at the T-th action, so anything after it is ignored; fewer than T actions
-is wrong. An action line is ``-1`` or ``i j`` and nothing more; ``i`` is read as a Rust ``i32``
+be UTF-8; lines are cut at line feeds and trimmed; empty lines and lines starting with ``#``
+are skipped; reading stops at the T-th action, so anything after it is ignored; fewer than T
+actions is wrong. An action line is ``-1`` or ``i j`` and nothing more; ``i`` is read as a Rust ``i32``
 (``+0``, ``-0``, ``0003`` and ``-01`` are fine) in ``[-1, L-1]``, ``j`` as a ``usize`` (no ``-``
 sign) in ``[0, N-1]``.
 
@@ -67,7 +67,9 @@ def parse_actions(stdout: bytes, inst: Instance) -> np.ndarray:
             continue
         level = int(tok[0]) if tok[0].isdigit() and len(tok[0]) < 10 else rust_int(tok[0])
         if level is None:
-            raise OutputRejected("format", f"line {number}: expected '-1' or 'i j', got {show(raw.strip(), 40)}")
+            raise OutputRejected(
+                "format", f"line {number}: expected '-1' or 'i j', got {show(raw.strip(), 40)}"
+            )
         if not -1 <= level < inst.levels:
             raise OutputRejected(
                 "machine-range", f"line {number}: level {level} is not -1 or in [0, {inst.levels - 1}]"

@@ -10,11 +10,12 @@ and an out-of-range value both make the case wrong (score 0), so a value that ov
 type is simply "out of range" here.
 
 :func:`as_text` does the UTF-8 check and maps the non-ASCII Unicode whitespace to spaces, so that
-afterwards Python's byte-level ``split`` / ``strip`` (ASCII whitespace: ``\\t \\n \\v \\f \\r``
-and space, the same set as Rust's on ASCII) tokenise as the tester does. :func:`int_tokens` then
-parses a whole buffer of numbers in C-speed steps (``bytes.translate``, ``split``, ``int``).
-Python's ``int`` alone accepts more than Rust (``1_000``, surrounding whitespace) and gets
-quadratic on long digit strings, hence the byte filter and the leading-zero stripping first.
+afterwards Python's byte-level ``split`` / ``strip`` (ASCII whitespace: tab, line feed, vertical
+tab, form feed, carriage return and space, the same set as Rust's on ASCII) tokenise as the
+tester does. :func:`int_tokens` then parses a whole buffer of numbers in C-speed steps
+(``bytes.translate``, ``split``, ``int``). Python's ``int`` alone accepts more than Rust
+(``1_000``, surrounding whitespace) and gets quadratic on long digit strings, hence the byte
+filter and the leading-zero stripping first.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ _ALLOWED = b"0123456789+- \t\n\r\x0b\x0c"
 _SIGNS = (b"+", b"-")
 # char::is_whitespace beyond ASCII (Unicode White_Space). Python's str.split() differs (it also
 # splits on U+001C..U+001F), so the set is spelled out rather than borrowed.
-_UNICODE_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+_UNICODE_SPACES = (
+    "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+)
 _TO_SPACE = {ord(c): " " for c in _UNICODE_SPACES}
 _FAST_DIGITS = 18
 """Tokens up to this long (sign included) always fit in an i64."""
@@ -120,7 +123,9 @@ def int_tokens(data: bytes) -> np.ndarray:
     if data.translate(None, _ALLOWED):
         i = next(k for k in range(len(data)) if data[k] not in _ALLOWED)
         token = data[i:].split(maxsplit=1)[0] if data[i:].strip() else data[i : i + 1]
-        raise OutputRejected("format", f"unexpected byte {data[i : i + 1]!r} in {show(token)}: not an integer")
+        raise OutputRejected(
+            "format", f"unexpected byte {data[i : i + 1]!r} in {show(token)}: not an integer"
+        )
     tokens = data.split()
     if not tokens:
         return np.zeros(0, dtype=np.int64)

@@ -170,9 +170,19 @@ def outputs(draw: st.DrawFn) -> bytes:
     if draw(st.integers(0, 11)) == 0:
         parts.insert(
             draw(st.integers(0, len(parts))),
-            draw(st.sampled_from(["x", "1.0", "1_0", "+-1", "--1", "+", "\ufeff4", "99999999999999999999", "1\x1c"])),
+            draw(
+                st.sampled_from(
+                    ["x", "1.0", "1_0", "+-1", "--1", "+", "\ufeff4", "99999999999999999999", "1\x1c"]
+                )
+            ),
         )
-    seps = draw(st.lists(st.sampled_from([" ", "\n", " ", "\r\n", "\t", "\xa0", "\u3000", "\x85"]), min_size=len(parts) + 1, max_size=len(parts) + 1))
+    seps = draw(
+        st.lists(
+            st.sampled_from([" ", "\n", " ", "\r\n", "\t", "\xa0", "\u3000", "\x85"]),
+            min_size=len(parts) + 1,
+            max_size=len(parts) + 1,
+        )
+    )
     text = seps[0] + "".join(p + s for p, s in zip(parts, seps[1:], strict=True))
     data = text.encode()
     if draw(st.integers(0, 29)) == 0:
@@ -192,7 +202,9 @@ def text_of(polys: list[list[tuple[int, int]]]) -> bytes:
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.one_of(chains(), skylines()), min_size=1, max_size=3), st.data())
-def test_reformatting_integers_never_changes_the_score(polys: list[list[tuple[int, int]]], data: st.DataObject) -> None:
+def test_reformatting_integers_never_changes_the_score(
+    polys: list[list[tuple[int, int]]], data: st.DataObject
+) -> None:
     plain = text_of(polys)
     fancy = " ".join(data.draw(integer_text(int(t))) for t in plain.split()).encode()
     assert ours(SEA, fancy) == ours(SEA, plain) == official_score(FISH, SEA.n, plain)
