@@ -104,13 +104,17 @@ def load_lsrbench_problem(
         for split, keys in SPLIT_KEYS.items():
             key = next((k for k in keys if k in node), None)
             if key is None:
-                raise ValueError(f"{path}: {group}/{name} has no {' or '.join(keys)} dataset ({sorted(node)})")
+                raise ValueError(
+                    f"{path}: {group}/{name} has no {' or '.join(keys)} dataset ({sorted(node)})"
+                )
             raw[split] = np.asarray(node[key][...], dtype=np.float64)
     splits: dict[str, Split] = {}
     for split, table in raw.items():
         where = f"{path}:{group}/{name}/{split}"
         if table.ndim != 2 or table.shape[1] != 1 + len(columns):
-            raise ValueError(f"{where}: shape {table.shape}, expected [n, {1 + len(columns)}] (target, {columns})")
+            raise ValueError(
+                f"{where}: shape {table.shape}, expected [n, {1 + len(columns)}] (target, {columns})"
+            )
         splits[split] = _check_split(
             where, np.ascontiguousarray(table[:, 1:]), table[:, 0].copy(), len(columns)
         )

@@ -13,8 +13,8 @@ Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
    few hundred (published) or a few hundred to ~3,000 (strong) calls, so no candidate-side
    batching helper is needed: the contract stays the plain LLM-SR skeleton.
 2. **Predict in a fresh process.** The fitted params (one vector per fit) are written, with the
-   input columns of all three splits, into a directory of the candidate's work directory, and a *new* sandboxed
-   interpreter (``candidate.run``) loads the candidate source from scratch and returns its
+   input columns of all three splits, into a directory of the candidate's work directory, and a
+   *new* sandboxed interpreter (``candidate.run``) loads the candidate source from scratch and returns its
    predictions (``sandbox_driver.py``). Why not reuse the fitting process: the sequence of
    parameter vectors BFGS sends is a function of the train targets (each step reveals a
    gradient, i.e. inner products of the residual with features the candidate chooses), so a
@@ -215,10 +215,14 @@ class LlmSrScorer(Scorer):
             )
         want = expected_sha256(self.variant.family, source)
         if not want:
-            raise ChecksumError(f"{path}: no sha256 is pinned or recorded; fetch it again with `bench data fetch`")
+            raise ChecksumError(
+                f"{path}: no sha256 is pinned or recorded; fetch it again with `bench data fetch`"
+            )
         got = sha256_file(path)
         if got != want:
-            raise ChecksumError(f"{path}: sha256 {got} does not match the recorded {want}; delete it and fetch again")
+            raise ChecksumError(
+                f"{path}: sha256 {got} does not match the recorded {want}; delete it and fetch again"
+            )
         truth = p.get("truth")
         return load_lsrbench_problem(
             path,
@@ -345,7 +349,10 @@ class LlmSrScorer(Scorer):
         sub.mkdir(mode=0o755)
         os.chmod(sub, 0o755)
         buf = io.BytesIO()
-        arrays: dict[str, Any] = {"splits": np.array(SPLITS), "params": np.asarray(param_sets, dtype=np.float64)}
+        arrays: dict[str, Any] = {
+            "splits": np.array(SPLITS),
+            "params": np.asarray(param_sets, dtype=np.float64),
+        }
         for split in SPLITS:
             arrays[f"x_{split}"] = self.problem.splits[split].inputs
         np.savez(buf, **arrays)

@@ -15,7 +15,14 @@ from harness.envs.registry import default_registry
 REPO = Path(__file__).resolve().parents[3]
 BENCH = [sys.executable, "-m", "harness.cli.main"]
 INITIAL = REPO / "environments" / "llm_sr" / "initial_program.py"
-IDS = ["llm-sr-tiny", "llm-sr-phys-osc1-tiny", "llm-sr-osc1", "llm-sr-osc2", "llm-sr-bactgrow", "llm-sr-stressstrain"]
+IDS = [
+    "llm-sr-tiny",
+    "llm-sr-phys-osc1-tiny",
+    "llm-sr-osc1",
+    "llm-sr-osc2",
+    "llm-sr-bactgrow",
+    "llm-sr-stressstrain",
+]
 _HF_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")
 
 

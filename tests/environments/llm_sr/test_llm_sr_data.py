@@ -144,7 +144,9 @@ def test_released_problems_load(llm_sr_family_dir: Path, problem: str) -> None:
 
 
 def test_phys_osc1_regeneration() -> None:
-    gen = oscillator_problem({"system": "phys_osc1", "seed": 5, "n_train": 60, "n_test_id": 50, "n_test_ood": 40})
+    gen = oscillator_problem(
+        {"system": "phys_osc1", "seed": 5, "n_train": 60, "n_test_id": 50, "n_test_ood": 40}
+    )
     assert gen.columns == ("x", "t", "v") and gen.target_name == "dv_dt"
     assert [gen.splits[s].rows for s in SPLITS] == [60, 50, 40]
     for s in SPLITS:

@@ -39,13 +39,17 @@ import numpy as np
 
 
 def equation(x, t, v, params):
-    return params[0] * x**3 + params[1] * x * np.exp(-np.abs(x)) + params[2] * np.sin(t) + params[3] * np.sin(v)
+    return (
+        params[0] * x**3 + params[1] * x * np.exp(-np.abs(x)) + params[2] * np.sin(t) + params[3] * np.sin(v)
+    )
 """
 
 
 def _table(system: str, seed: int, keys: dict[str, str] = FILE_KEYS) -> dict[str, np.ndarray]:
     """Splits of a regenerated system as LLM-SRBench stores them: float32 [n, 1 + k], target first."""
-    p = oscillator_problem({"system": system, "seed": seed, "n_train": 300, "n_test_id": 200, "n_test_ood": 200})
+    p = oscillator_problem(
+        {"system": system, "seed": seed, "n_train": 300, "n_test_id": 200, "n_test_ood": 200}
+    )
     out = {}
     for split in SPLITS:
         sp = p.splits[split]
@@ -77,7 +81,12 @@ def hdf5(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _load(path: Path, index: int = 0, truth: str | None = "phys_osc1") -> Any:
     return load_lsrbench_problem(
-        path, group="lsr_synth/phys_osc", problem_index=index, columns=("x", "t", "v"), target_name="dv_dt", truth=truth
+        path,
+        group="lsr_synth/phys_osc",
+        problem_index=index,
+        columns=("x", "t", "v"),
+        target_name="dv_dt",
+        truth=truth,
     )
 
 
@@ -180,7 +189,9 @@ def fake_hub(hdf5: Path) -> Iterator[tuple[str, list[str | None]]]:
 
 
 def bench(*args: str, cwd: Path, extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")
+    }
     return subprocess.run(
         [*BENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env={**env, **extra_env}
     )
@@ -195,7 +206,10 @@ def test_fetch_then_eval_initial_program(
     env = {"EVOBENCH_DATA": str(root), "HF_ENDPOINT": url}
     r = bench("data", "fetch", "llm_sr", cwd=tmp_path, extra_env=env)
     assert r.returncode == 1 and "12 files verified" in r.stdout
-    assert "HF_TOKEN" in r.stdout + r.stderr and "huggingface.co/datasets/nnheui/llm-srbench" in r.stdout + r.stderr
+    assert (
+        "HF_TOKEN" in r.stdout + r.stderr
+        and "huggingface.co/datasets/nnheui/llm-srbench" in r.stdout + r.stderr
+    )
     assert seen == []
     r = bench("data", "fetch", "llm_sr", cwd=tmp_path, extra_env={**env, "HF_TOKEN": TOKEN})
     assert r.returncode == 0, r.stdout + r.stderr
@@ -208,4 +222,6 @@ def test_fetch_then_eval_initial_program(
     res = json.loads(r.stdout)
     assert res["status"] == "ok" and res["env_id"] == "llm-sr-phys-osc1"
     assert -2.0 < res["score"] < -0.5 and res["metrics"]["fit_calls"] > 10
-    print("phys-osc1 (regenerated file)", {k: round(v, 4) for k, v in res["metrics"].items()}, res["durations"])
+    print(
+        "phys-osc1 (regenerated file)", {k: round(v, 4) for k, v in res["metrics"].items()}, res["durations"]
+    )

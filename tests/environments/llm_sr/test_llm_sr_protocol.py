@@ -3,11 +3,13 @@
 Reference values (user's measurements with scipy's BFGS on the released oscillator1 CSVs, and
 this environment's own with the same fit): true skeleton log10 NMSE -5.57 (test_id) / -1.53
 (test_ood); the skeleton with a plain x term in place of x*cos(x) -4.88 / -1.47; with the strong
-fit -22.19 / -17.97 and -11.78 / -5.44. Tolerance 0.05 decades (12 % in NMSE): the published fit is deterministic and
-insensitive to the order of the train rows (six shuffles give identical values to 3 decimals), so
-what is left to absorb is a change of scipy's BFGS between versions; 0.05 is still far below the
-0.68 decades between the two skeletons and the 16 decades between the two fits, so the test
-cannot pass with the wrong protocol or the wrong skeleton.
+fit -22.19 / -17.97 and -11.78 / -5.44.
+
+Tolerance 0.05 decades (12 % in NMSE). The published fit is deterministic and insensitive to the
+order of the train rows (six shuffles give identical values to 3 decimals), so what is left to
+absorb is a change of scipy's BFGS between versions; 0.05 is still far below the 0.69 decades
+between the two skeletons and the 16.6 decades between the two fits, so the test cannot pass with
+the wrong protocol or the wrong skeleton.
 """
 
 from __future__ import annotations

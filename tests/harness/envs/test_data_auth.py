@@ -112,7 +112,9 @@ def test_without_a_token_the_error_says_how_to_get_access(env: Path, servers: Se
     assert servers.hub_auth == [] and not (env / "samples.bin").exists()  # nothing was requested
 
 
-def test_a_refused_token_is_an_access_error(env: Path, servers: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_token_is_an_access_error(
+    env: Path, servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_wrong")
     with pytest.raises(DataAccessError, match="access refused \\(HTTP 401\\).*Accept the terms"):
         fetch_source("fam", _source())
