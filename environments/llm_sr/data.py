@@ -1,6 +1,7 @@
 """Data recipe of the LLM-SR family: the three splits (train, test_id, test_ood) of one problem.
 
-Two sources, both yielding a :class:`Problem` of float64 input matrices and target vectors:
+Sources, all yielding a :class:`Problem` of float64 input matrices and target vectors (the
+LLM-SRBench HDF5 file is read by ``lsrbench.py``):
 
 * :func:`load_csv_problem` reads a released problem of the LLM-SR repository from the data cache
   (``bench data fetch llm_sr`` puts ``<problem>/{train,test_id,test_ood}.csv`` under
