@@ -6,8 +6,8 @@ Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
    protocol: scipy BFGS with default options on the train MSE from params = 1.0, so scores line
    up with published tables. ``fit = "strong"`` scores with the stronger fit of family version 1
    instead, and ``report_strong_fit = true`` runs the strong fit as well and reports its scores as
-   extra metrics (off by default: it costs ~2-8x the calls of the published fit). Every
-   objective evaluation is one ``candidate.call("equation", *train_input_columns, params)`` into
+   extra metrics (off by default: a second fit, with 1.1-2.8x the calls of the published one).
+   Every objective evaluation is one ``candidate.call("equation", *train_input_columns, params)`` into
    the candidate's sandboxed process; the targets stay in this process, and the MSE is computed
    here. One call costs ~0.4 ms (500 rows) to ~1 ms (10,000 rows) of IPC, and a fit takes one to a
    few hundred (published) or a few hundred to ~3,000 (strong) calls, so no candidate-side
