@@ -79,10 +79,15 @@ def require_data(variant: Variant) -> Path:
     """
     d = family_data_dir(variant.family)
     missing = [name for _, s in variant.data for name in missing_files(d, s)]
+    gated = [s for _, s in variant.data if s.auth and missing_files(d, s)]
     if missing:
+        note = "".join(
+            f" {s.filename} is gated: the fetch needs a token in {' or '.join(HF_TOKEN_VARS)}. {s.access}"
+            for s in gated
+        )
         raise DataMissingError(
             f"{variant.id} needs data that is not in {d}: {', '.join(missing)}. "
-            f"Run `bench data fetch {variant.family}` (needs network access) first."
+            f"Run `bench data fetch {variant.family}` (needs network access) first.{note}".strip()
         )
     return d
 

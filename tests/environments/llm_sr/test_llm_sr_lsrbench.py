@@ -137,6 +137,18 @@ def _family_dir_with(hdf5: Path, root: Path, sha: str | None) -> Path:
     return fam
 
 
+def test_missing_file_names_the_fetch_command_and_the_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.envs.data import require_data
+
+    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path))
+    with pytest.raises(DataMissingError) as e:
+        require_data(default_registry().get("llm-sr-phys-osc1"))
+    msg = str(e.value)
+    assert "bench data fetch llm_sr" in msg and "HF_TOKEN" in msg and "nnheui/llm-srbench" in msg
+
+
 def test_scorer_checks_the_recorded_checksum(
     hdf5: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_runtime: Any
 ) -> None:
