@@ -17,8 +17,6 @@ from harness.envs.manifest import Hardware
 from harness.evaluation.errors import InfraError
 
 from . import wire
-from .limits import CandidateMemory, CgroupError
-from .limits.attach import attach_child
 from .isolation import (
     candidate_env,
     detect_isolation,
@@ -28,6 +26,8 @@ from .isolation import (
     sandbox_command,
     zygote_policy,
 )
+from .limits import CandidateMemory, CgroupError
+from .limits.attach import attach_child
 
 READY_TIMEOUT_S = 60.0
 MAX_REPLY_HEADER = 16 * 1024 * 1024

@@ -112,8 +112,10 @@ def _limit_data(headroom: int) -> None:
 
 
 def _await_attach(sock: socket.socket) -> None:
-    """Tell the trusted side this process's pid (the kernel translates it) and wait until it has
-    moved this process into the candidate's cgroup: no candidate code runs outside it."""
+    """Send this process's pid (the kernel translates it) and wait to be moved into a cgroup.
+
+    The trusted side moves it into the candidate's cgroup first: no candidate code runs outside it.
+    """
     creds = struct.pack("3i", os.getpid(), os.getuid(), os.getgid())
     sock.sendmsg([b"A"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)])
     if sock.recv(1) != b"G":

@@ -51,7 +51,7 @@ class Hierarchy:
 
 def _mounts() -> list[tuple[str, str, set[str]]]:
     """(mount point, fs type, super options) of every cgroup mount seen by this process."""
-    out = []
+    out: list[tuple[str, str, set[str]]] = []
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
@@ -113,7 +113,9 @@ def _v2(reasons: list[str]) -> Hierarchy | None:
         try:
             (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in want))
         except OSError as e:
-            hint = " (it holds processes: run the harness in a delegated leaf" if e.errno == errno.EBUSY else ""
+            hint = (
+                " (it holds processes: run the harness in a delegated leaf" if e.errno == errno.EBUSY else ""
+            )
             reasons.append(
                 f"cgroup v2: cannot enable {'+'.join(want)} in {parent}: {e.strerror or e}"
                 + (hint + ", see EVOBENCH_CGROUP_PARENT)" if hint else "")

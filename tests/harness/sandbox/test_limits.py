@@ -1,0 +1,119 @@
+"""Memory limits that measure use: real cgroups where this machine has them, RLIMIT_DATA otherwise."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox.limits import CandidateMemory, detect_memory_mechanism
+from harness.sandbox.limits.cgroups import PREFIX, sweep_stale
+
+MECH = detect_memory_mechanism()
+needs_cgroup = pytest.mark.skipif(MECH.hierarchy is None, reason=f"no usable cgroup here: {MECH.reasons}")
+
+TOUCH = textwrap.dedent(
+    """
+    import mmap, sys
+    reserved = mmap.mmap(-1, 16 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)
+    m = mmap.mmap(-1, int(sys.argv[1]) << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    for i in range(0, len(m), 4096):
+        m[i] = 1
+    print("touched", len(m) >> 20)
+    """
+)
+
+
+def _touch(mib: int, memory: CandidateMemory) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", TOUCH, str(mib)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=memory.join,
+    )
+
+
+@needs_cgroup
+def test_cgroup_counts_touched_pages_not_reservations() -> None:
+    mem = CandidateMemory(128, pids=16)
+    try:
+        ok = _touch(32, mem)
+        assert ok.returncode == 0 and "touched 32" in ok.stdout, ok.stderr
+        assert not mem.oom_killed()
+        over = _touch(512, mem)
+        assert over.returncode == -9, (over.returncode, over.stderr)
+        assert mem.oom_killed()
+        assert "memory limit 128 MiB (cgroup-v" in mem.label()
+    finally:
+        mem.close()
+    assert mem.cgroup is not None and not mem.cgroup.memory_dir.exists()
+
+
+@needs_cgroup
+def test_close_kills_escaped_processes_and_removes_the_group() -> None:
+    mem = CandidateMemory(256, pids=16)
+    assert mem.cgroup is not None
+    # A daemonised grandchild (own session) that nothing but the cgroup still tracks.
+    subprocess.run(
+        [sys.executable, "-c", "import os,time\nif os.fork()==0:\n    os.setsid(); time.sleep(600)"],
+        preexec_fn=mem.join,
+        timeout=30,
+    )
+    procs = (mem.cgroup.memory_dir / "cgroup.procs").read_text().split()
+    assert len(procs) == 1, procs
+    mem.close()
+    assert (
+        not Path(f"/proc/{procs[0]}").exists() or "Z" in Path(f"/proc/{procs[0]}/stat").read_text().split()[2]
+    )
+    assert not mem.cgroup.memory_dir.exists()
+
+
+@needs_cgroup
+def test_stale_groups_of_dead_owners_are_swept() -> None:
+    assert MECH.hierarchy is not None
+    parent = MECH.hierarchy.memory_parent
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = parent / f"{PREFIX}.{dead.pid}.1.1"
+    mine = CandidateMemory(64, pids=None)  # owned by this live process: must survive the sweep
+    stale.mkdir()
+    try:
+        assert sweep_stale(parent) >= 1
+        assert not stale.exists()
+        assert mine.cgroup is not None and mine.cgroup.memory_dir.exists()
+    finally:
+        if stale.exists():
+            stale.rmdir()
+        mine.close()
+
+
+def test_rlimit_data_ignores_reservations_and_stops_writes() -> None:
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (256 << 20, 256 << 20))
+
+    ok = subprocess.run(
+        [sys.executable, "-c", TOUCH, "32"], capture_output=True, text=True, timeout=60, preexec_fn=limit
+    )
+    assert ok.returncode == 0 and "touched 32" in ok.stdout, ok.stderr
+    over = subprocess.run(
+        [sys.executable, "-c", TOUCH, "512"], capture_output=True, text=True, timeout=60, preexec_fn=limit
+    )
+    assert over.returncode == 1 and "Errno 12" in over.stderr, over.stderr
+
+
+def test_forced_fallback_makes_no_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
+    detect_memory_mechanism.cache_clear()
+    monkeypatch.setenv("EVOBENCH_MEMORY_LIMIT", "rlimit")
+    try:
+        mem = CandidateMemory(100, pids=8)
+        assert mem.cgroup is None and mem.data_limit_bytes == 100 << 20
+        assert mem.label() == "memory limit 100 MiB (rlimit-data)"
+        assert not mem.oom_killed()
+    finally:
+        detect_memory_mechanism.cache_clear()
