@@ -117,3 +117,45 @@ def test_forced_fallback_makes_no_cgroup(monkeypatch: pytest.MonkeyPatch) -> Non
         assert not mem.oom_killed()
     finally:
         detect_memory_mechanism.cache_clear()
+
+
+HEAVY_IMPORTS = textwrap.dedent(
+    """
+    import importlib.util
+    import numpy, torch
+    names = ["numpy", "torch"]
+    if importlib.util.find_spec("triton") is not None:  # shipped with CUDA builds of torch
+        import triton
+        names.append("triton")
+    print(",".join(names), torch.version.cuda)
+    """
+)
+
+
+@pytest.mark.parametrize("mechanism", ["cgroup", "rlimit"])
+def test_limits_never_block_heavy_imports(mechanism: str) -> None:
+    """1 GiB (the self-test's limit) of use is far more than importing these needs.
+
+    Under ``RLIMIT_AS`` a CUDA build of torch failed here: it reserves many GiB of address space.
+    """
+    import resource
+
+    if mechanism == "cgroup" and MECH.hierarchy is None:
+        pytest.skip(f"no usable cgroup here: {MECH.reasons}")
+    mem = CandidateMemory(1024, pids=64) if mechanism == "cgroup" else None
+
+    def limit() -> None:
+        if mem is not None:
+            mem.join()
+        else:
+            resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
+
+    try:
+        argv = [sys.executable, "-c", HEAVY_IMPORTS]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.startswith("numpy,torch"), r.stdout
+        assert mem is None or not mem.oom_killed()
+    finally:
+        if mem is not None:
+            mem.close()
