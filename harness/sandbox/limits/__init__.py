@@ -7,6 +7,7 @@ from .memory import (
     data_rlimit,
     data_size_bytes,
     detect_memory_mechanism,
+    sweep_orphaned_cgroups,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "data_rlimit",
     "data_size_bytes",
     "detect_memory_mechanism",
+    "sweep_orphaned_cgroups",
 ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-from .cgroups import CandidateCgroup, CgroupError, Hierarchy, detect_hierarchy
+from .cgroups import CandidateCgroup, CgroupError, Hierarchy, detect_hierarchy, sweep_stale
 
 Kind = Literal["cgroup-v2", "cgroup-v1", "rlimit-data"]
 MIB = 1024 * 1024
@@ -60,6 +60,18 @@ def detect_memory_mechanism() -> MemoryMechanism:
     if hier is None:
         return MemoryMechanism("rlimit-data", None, tuple(reasons))
     return MemoryMechanism("cgroup-v2" if hier.version == 2 else "cgroup-v1", hier)
+
+
+def sweep_orphaned_cgroups() -> int:
+    """Remove candidate cgroups whose owning (worker) process is gone; returns how many.
+
+    Called after worker processes are killed (Ctrl-C, a broken pool): their candidates' groups
+    would otherwise stay until the next harness start.
+    """
+    hier = detect_memory_mechanism().hierarchy
+    if hier is None:
+        return 0
+    return sum(sweep_stale(p) for p in (hier.memory_parent, hier.pids_parent) if p is not None)
 
 
 def data_rlimit(memory_mb: int) -> dict[str, int]:
@@ -155,4 +167,5 @@ __all__ = [
     "data_rlimit",
     "data_size_bytes",
     "detect_memory_mechanism",
+    "sweep_orphaned_cgroups",
 ]

@@ -159,3 +159,37 @@ def test_limits_never_block_heavy_imports(mechanism: str) -> None:
     finally:
         if mem is not None:
             mem.close()
+
+
+def _groups(parent: Path, owners: set[int]) -> set[str]:
+    """Names of candidate groups under ``parent`` owned by these pids (other runs share ``parent``)."""
+    return {
+        d.name
+        for d in parent.iterdir()
+        if d.name.startswith(PREFIX + ".") and int(d.name.split(".")[1]) in owners
+    }
+
+
+@needs_cgroup
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_killed_workers_leave_no_cgroup(mode: str) -> None:
+    """``terminate`` (Ctrl-C) SIGKILLs workers mid-evaluation; their candidates' groups still go."""
+    import time
+
+    from harness.envs.registry import default_registry
+    from harness.sandbox.local import LocalBackend
+
+    assert MECH.hierarchy is not None
+    parent = MECH.hierarchy.memory_parent
+    variant = default_registry().get("selftest-tiny")
+    backend = LocalBackend(workers=1, mode=mode)  # type: ignore[arg-type]
+    try:
+        backend.submit(variant, "import time\ndef probe():\n    time.sleep(60)\n")
+        workers = {p.pid for p in backend._get_pool()._processes.values() if p.pid}
+        deadline = time.monotonic() + 90
+        while not _groups(parent, workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _groups(parent, workers), "positive control: the candidate's cgroup never appeared"
+    finally:
+        backend.terminate()
+    assert not _groups(parent, workers)
