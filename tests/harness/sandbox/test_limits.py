@@ -193,3 +193,38 @@ def test_killed_workers_leave_no_cgroup(mode: str) -> None:
     finally:
         backend.terminate()
     assert not _groups(parent, workers)
+
+
+def test_v2_paths_on_a_stand_in_hierarchy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine has no cgroup v2 memory controller: the v2 file protocol is checked on plain files.
+
+    (The kernel side, limits and OOM kills, is exercised by the tests above on real v1 groups.)
+    """
+    from harness.sandbox.limits import cgroups
+
+    own = tmp_path / "user.slice" / "app.scope"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    monkeypatch.setattr(cgroups, "_mounts", lambda: [(str(tmp_path), "cgroup2", {"rw"})])
+    monkeypatch.setattr(cgroups, "_own_paths", lambda: {"": "/user.slice/app.scope"})
+    reasons: list[str] = []
+    hier = cgroups._v2(reasons)
+    assert hier is not None and hier.version == 2 and hier.pids and reasons == []
+    assert hier.memory_parent == own
+    assert (own / "cgroup.subtree_control").read_text() == "+memory +pids"
+
+    group = cgroups.CandidateCgroup(hier, 256 << 20, pids=12)
+    d = group.memory_dir
+    assert d.parent == own and cgroups._NAME.match(d.name)
+    assert (d / "memory.max").read_text() == str(256 << 20)
+    assert (d / "pids.max").read_text() == "12"
+    (d / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert group.oom_kills() == 1
+    group.attach(99_999_999)  # beyond pid_max: no real process
+    assert (d / "cgroup.procs").read_text() == "99999999"
+
+    (own / "cgroup.controllers").write_text("cpu io\n")
+    reasons.clear()
+    assert cgroups._v2(reasons) is None
+    assert reasons == [f"cgroup v2: no memory controller delegated to {own}"]
