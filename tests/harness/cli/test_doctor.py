@@ -22,6 +22,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_json_reports_every_check_and_a_working_sandbox(tmp_path: Path) -> None:
     r = run("--json")
     assert r.returncode == 0, r.stdout + r.stderr

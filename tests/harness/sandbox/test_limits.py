@@ -132,6 +132,7 @@ HEAVY_IMPORTS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["cgroup", "rlimit"])
 def test_limits_never_block_heavy_imports(mechanism: str) -> None:
     """1 GiB (the self-test's limit) of use is far more than importing these needs.
