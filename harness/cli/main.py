@@ -12,7 +12,7 @@ import tyro
 from harness.envs.manifest import ManifestError
 from harness.envs.registry import UnknownIdError
 
-from . import commands_images, commands_info, commands_modal, commands_run
+from . import commands_doctor, commands_images, commands_info, commands_modal, commands_run
 
 EXIT_USAGE = 2
 
@@ -25,6 +25,7 @@ COMMANDS: dict[str, Any] = {
     "data": commands_info.data,
     "images": commands_images.images,
     "modal": commands_modal.modal,
+    "doctor": commands_doctor.doctor,
 }
 
 

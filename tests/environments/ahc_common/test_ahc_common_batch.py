@@ -110,6 +110,7 @@ def by_case(scorer: Ahc039Scorer, answers: list[ExecResult]) -> Callable[[bytes]
         (ExecResult(0, b"4\n", b"", 1.0, 2.5), TLE),  # reported CPU over the limit
         (ExecResult(139, b"", b"", 0.1, 0.005), RUNTIME_ERROR),  # SIGSEGV
         (ExecResult(134, b"", b"bad_alloc", 0.1, 0.005), RUNTIME_ERROR),  # abort at the memory limit
+        (ExecResult(128 + signal.SIGKILL, b"", b"", 0.3, 0.2, False, "memory"), RUNTIME_ERROR),  # cgroup OOM
         (ExecResult(3, b"4\n", b"", 0.1, 0.005), RUNTIME_ERROR),  # main returned 3
         (ExecResult(0, b"x" * 1024, b"", 0.1, 0.005, False, "output"), INVALID_OUTPUT),
         (ExecResult(0, b"4\n", b"y" * 1024, 0.1, 0.005, False, "output"), OK),  # only stderr overflowed
