@@ -1,0 +1,66 @@
+"""``bench report --env E``: one self-contained HTML page comparing the agents run on a variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.compare.paired import compare
+from harness.compare.select import agent_curves, variant_runs
+from harness.compare.tables import comparison_frame
+from harness.envs.registry import Variant
+from harness.results.leaderboard import load_leaderboard, summarize
+
+from . import page
+from .plot import curves_figure
+
+
+def build_variant_report(
+    variant: Variant, leaderboard_dir: Path, results_dir: Path, *, all_versions: bool = False, n_resamples: int = 4000
+) -> str:
+    """Render the report of every agent's runs on one variant.
+
+    Args:
+        variant: The resolved variant.
+        leaderboard_dir: Directory of the leaderboard tables.
+        results_dir: Directory holding the run directories.
+        all_versions: Pool runs scored on different contents.
+        n_resamples: Bootstrap resamples of the comparison.
+
+    Returns:
+        The HTML document.
+
+    Raises:
+        VersionMixError: If runs span several contents and ``all_versions`` is off.
+        ValueError: If the variant has no finished runs.
+    """
+    lb = load_leaderboard(leaderboard_dir, variant.family)
+    lb = lb[lb["variant"] == variant.id]
+    if lb.empty:
+        raise ValueError(f"no finished runs of {variant.id} in {leaderboard_dir}")
+    agents = tuple(sorted(set(lb["agent"].astype(str))))
+    common = dict(variant=variant.id, current_hash=variant.hash, maximize=variant.maximize, results_dir=results_dir,
+                  all_versions=all_versions)
+    curves, notes = agent_curves(lb, agents=agents, **common)  # type: ignore[arg-type]
+    sections: list[tuple[str, str]] = []
+    s = summarize(lb if all_versions else lb[lb["env_hash"] == lb["env_hash"].mode().iloc[0]], variant.id)
+    sections.append(("Leaderboard", page.table(list(s.columns), s.itertuples(index=False))))
+    if len(agents) >= 2:
+        vr = variant_runs(lb, y_init=variant.progress.y_init, y_target=variant.progress.y_target, agents=agents, **common)  # type: ignore[arg-type]
+        c = compare([vr], agents, n_resamples=n_resamples)
+        f = comparison_frame(c)
+        f = f[f["section"] == "paired"].drop(columns=["section", "variant"])
+        sections.append(("Paired comparison (A − B, by seed)", page.table(list(f.columns), f.itertuples(index=False))
+                         + "".join(f"<p class='note'>{page.esc(n)}</p>" for n in c.notes)))
+    figs = ""
+    if curves:
+        figs += page.figure(curves_figure(curves, axis="evaluations", title=f"{variant.id}: best score so far"))
+        figs += page.figure(curves_figure(curves, metric="u", y_init=variant.progress.y_init, y_target=variant.progress.y_target,
+                                          title=f"{variant.id}: normalised progress u"))
+    sections.append(("Best-so-far curves (mean across seeds, 95 % bootstrap band)", figs or "<p>No candidates to plot.</p>"))
+    runs = lb.sort_values(["agent", "seed"])[["run_id", "agent", "seed", "best_score", "progress", "n_evaluations", "n_ok", "env_hash", "cost_usd"]]
+    sections.append(("Runs", page.table(list(runs.columns), runs.itertuples(index=False))))
+    if notes:
+        sections.append(("Notes", "".join(f"<p class='note'>{page.esc(n)}</p>" for n in notes)))
+    sub = f"{variant.id} v{variant.version} ({variant.hash}); {'higher' if variant.maximize else 'lower'} score is better; {len(lb)} runs"
+    return page.page(f"evobench variant {variant.id}", sub, sections)
+
