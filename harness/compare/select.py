@@ -226,5 +226,6 @@ def agent_curves(
         return {}, notes
     curves = best_so_far(read_candidates(paths, with_times=with_times), maximize=maximize)
     agent_of = dict(zip(rows["run_id"].astype(str), rows["agent"].astype(str), strict=True))
-    by_agent = curves["run_id"].map(agent_of)
+    cats = curves["run_id"].cat
+    by_agent = np.asarray([agent_of[str(c)] for c in cats.categories], dtype=object)[cats.codes.to_numpy()]
     return {str(a): g.reset_index(drop=True) for a, g in curves.groupby(by_agent, sort=True)}, notes
