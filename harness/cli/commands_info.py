@@ -119,7 +119,7 @@ def leaderboard(
             "md": lambda: frame_markdown(s),
             "html": lambda: frame_html(s, f"evobench leaderboard: {title}"),
             "csv": lambda: s.to_csv(index=False),
-            "json": lambda: s.to_json(orient="records", indent=2) + "\n",
+            "json": lambda: s.to_json(orient="records", indent=2, double_precision=15) + "\n",
         }[format]()
         sys.stdout.write(text)
         return 0

@@ -15,6 +15,8 @@ from .stats import holm, mean_ci, probability_of_improvement, sign_flip_pvalue, 
 
 METRICS = ("u", "score", "auc")
 """Metrics compared per variant: normalised progress, raw best score, area under the progress curve."""
+SMALL_N = 10
+"""Below this many pairs the output warns that bootstrap intervals undercover."""
 
 
 @dataclass
@@ -207,6 +209,12 @@ def compare(
             for a, b in combinations(agents, 2):
                 if (full["agent"] == a).any() and (full["agent"] == b).any():
                     out.paired.append(_pair(vr, full, a, b, metric, level, n_resamples, seed))
+    few = sorted({r.n_pairs for r in out.paired if 0 < r.n_pairs < SMALL_N})
+    if few:
+        out.notes.append(
+            f"only {'/'.join(map(str, few))} seed pairs: bootstrap CIs from so few pairs are too narrow; trust the "
+            f"permutation p (its smallest possible value with n pairs is 2/2^n, {2 / 2 ** few[0]:.3g} for n={few[0]})"
+        )
     for metric in METRICS:
         rows = [r for r in out.paired if r.metric == metric]
         for r, p in zip(rows, holm([r.p_value for r in rows]), strict=True):

@@ -22,8 +22,9 @@ th{background:#f3f6f9}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .kv th{width:210px}
 pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:8px;overflow-x:auto;font-size:0.82em;line-height:1.35}
 .diff .add{background:#e6ffec;color:#116329;display:block}.diff .del{background:#ffebe9;color:#82071e;display:block}
-.diff .hunk{color:#8250df;display:block}
+.diff .hunk{color:#8250df;display:block}.diff .ctx{display:block}
 figure{margin:10px 0}figure svg{max-width:100%;height:auto}
+.figs{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}
 .note{color:#8a5a00;background:#fff8e1;padding:4px 8px;border-left:3px solid #f0b400}
 code{font-size:0.9em}
 """
@@ -72,9 +73,14 @@ def diff_block(old: str, new: str, old_name: str, new_name: str, context: int = 
         return "<p class='note'>The best program is identical to the initial program.</p>"
     out = []
     for ln in lines:
-        cls = "hunk" if ln.startswith("@@") else "add" if ln.startswith("+") else "del" if ln.startswith("-") else ""
-        out.append(f"<span class='{cls}'>{html.escape(ln)}</span>" if cls else html.escape(ln))
-    return "<pre class='diff'>" + "\n".join(out) + "</pre>"
+        cls = "hunk" if ln.startswith(("@@", "--- ", "+++ ")) else "add" if ln.startswith("+") else "del" if ln.startswith("-") else "ctx"
+        out.append(f"<span class='{cls}'>{html.escape(ln) or ' '}</span>")
+    return "<pre class='diff'>" + "".join(out) + "</pre>"
+
+
+def figures(blocks: Iterable[str]) -> str:
+    """Several figures side by side (wrapping on narrow screens)."""
+    return "<div class='figs'>" + "".join(blocks) + "</div>"
 
 
 def page(title: str, subtitle: str, sections: Iterable[tuple[str, str]]) -> str:

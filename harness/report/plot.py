@@ -82,7 +82,8 @@ def _grid(curves: Mapping[str, pd.DataFrame], axis: Axis) -> np.ndarray:
     if axis == "evaluations":
         return np.arange(1, int(top) + 1, dtype=np.float64)
     if not top > 0:
-        raise ValueError(f"nothing was spent on the {AXIS_LABELS[axis]} axis in these runs (offline LLM?)")
+        what = "LLM cost was recorded (offline proposer or free model)" if axis == "cost_usd" else "time elapsed"
+        raise ValueError(f"no {what} in these runs: nothing to plot against {AXIS_LABELS[axis]}")
     return np.linspace(0.0, top, 300)
 
 
@@ -157,8 +158,10 @@ def curves_figure(
     ax.set_ylabel("best-so-far progress u" if metric == "u" else "best-so-far score")
     ax.grid(alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
-    fig.suptitle(title or f"best so far vs {AXIS_LABELS[axis]}; band: {level:.0%} bootstrap CI across seeds", fontsize=11)
-    fig.get_layout_engine().set(rect=(0, 0, 0.82, 1))  # type: ignore[union-attr]
+    head = title or f"best so far vs {AXIS_LABELS[axis]}"
+    if any(c["run_id"].nunique() > 1 for c in curves.values() if not c.empty):
+        head += f"\nline: mean across seeds; band: {level:.0%} bootstrap CI across seeds"
+    fig.suptitle(head, fontsize=11)
     return fig
 
 

@@ -148,20 +148,21 @@ def build_run_report(run_dir: Path) -> str:
     except UnknownIdError:
         maximize, bounds = True, None
     sections: list[tuple[str, str]] = [("Configuration and provenance", page.kv_table(_config_pairs(store)))]
-    figs = ""
+    figs, notes = [], ""
     if not cands.empty and store.parquet_path.is_file():
         curves = best_so_far(read_candidates({info.run_id: store.parquet_path}, with_times=True), maximize=maximize)
         for axis in ("evaluations", "wall_s", "cost_usd"):
             try:
-                fig = curves_figure({info.agent: curves}, axis=axis, title=f"{info.run_id}: best so far")  # type: ignore[arg-type]
+                fig = curves_figure({info.agent: curves}, axis=axis, title="best score so far")  # type: ignore[arg-type]
             except ValueError as e:
-                figs += f"<p class='note'>{page.esc(e)}</p>"
+                notes += f"<p class='note'>{page.esc(e)}</p>"
                 continue
-            figs += page.figure(fig)
+            figs.append(page.figure(fig))
         if bounds is not None:
-            figs += page.figure(curves_figure({info.agent: curves}, metric="u", y_init=bounds[0], y_target=bounds[1],
-                                              title="normalised progress u"))
-    sections.append(("Best-so-far curves", figs or "<p>No curves: the run has no flushed candidates.</p>"))
+            figs.append(page.figure(curves_figure({info.agent: curves}, metric="u", y_init=bounds[0], y_target=bounds[1],
+                                                  title="normalised progress u")))
+    body = page.figures(figs) + notes if figs else "<p>No curves: the run has no flushed candidates.</p>"
+    sections.append(("Best-so-far curves", body))
     train = Path(run_dir) / TRAIN_FILE
     if train.is_file():
         try:

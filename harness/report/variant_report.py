@@ -53,9 +53,11 @@ def build_variant_report(
                          + "".join(f"<p class='note'>{page.esc(n)}</p>" for n in c.notes)))
     figs = ""
     if curves:
-        figs += page.figure(curves_figure(curves, axis="evaluations", title=f"{variant.id}: best score so far"))
-        figs += page.figure(curves_figure(curves, metric="u", y_init=variant.progress.y_init, y_target=variant.progress.y_target,
-                                          title=f"{variant.id}: normalised progress u"))
+        figs = page.figures([
+            page.figure(curves_figure(curves, axis="evaluations", title=f"{variant.id}: best score so far")),
+            page.figure(curves_figure(curves, metric="u", y_init=variant.progress.y_init, y_target=variant.progress.y_target,
+                                      title=f"{variant.id}: normalised progress u")),
+        ])
     sections.append(("Best-so-far curves (mean across seeds, 95 % bootstrap band)", figs or "<p>No candidates to plot.</p>"))
     runs = lb.sort_values(["agent", "seed"])[["run_id", "agent", "seed", "best_score", "progress", "n_evaluations", "n_ok", "env_hash", "cost_usd"]]
     sections.append(("Runs", page.table(list(runs.columns), runs.itertuples(index=False))))
