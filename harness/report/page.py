@@ -26,7 +26,7 @@ pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:8px;overflow-x:auto;font
 figure{margin:10px 0}figure svg{max-width:100%;height:auto}
 .figs{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}
 .note{color:#8a5a00;background:#fff8e1;padding:4px 8px;border-left:3px solid #f0b400}
-code{font-size:0.9em}
+code{font-size:0.9em}.wrap{overflow-x:auto}
 """
 
 
@@ -49,7 +49,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
             for v in row
         )
         body.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<div class='wrap'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
 def kv_table(pairs: Iterable[tuple[str, Any]]) -> str:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from harness.compare.paired import compare
 from harness.compare.select import agent_curves, variant_runs
-from harness.compare.tables import comparison_frame
 from harness.envs.registry import Variant
 from harness.results.leaderboard import load_leaderboard, summarize
 
@@ -47,9 +46,17 @@ def build_variant_report(
     if len(agents) >= 2:
         vr = variant_runs(lb, y_init=variant.progress.y_init, y_target=variant.progress.y_target, agents=agents, **common)  # type: ignore[arg-type]
         c = compare([vr], agents, n_resamples=n_resamples)
-        f = comparison_frame(c)
-        f = f[f["section"] == "paired"].drop(columns=["section", "variant"])
-        sections.append(("Paired comparison (A − B, by seed)", page.table(list(f.columns), f.itertuples(index=False))
+        rows = [
+            (r.metric, r.agent_a, r.agent_b, f"{r.n_pairs}/{r.n_seeds}", _g(r.mean_a), _g(r.mean_b), _g(r.delta),
+             f"[{_g(r.ci_lo)}, {_g(r.ci_hi)}] {r.ci_method}", _g(r.p_value), _g(r.p_holm),
+             "; ".join(f"{w} seed {' '.join(map(str, m))}" for w, m in ((r.agent_a, r.missing_a), (r.agent_b, r.missing_b)) if m))
+            for r in c.paired
+        ]
+        head = ["metric", "A", "B", "pairs", "mean A", "mean B", "A − B", "95 % CI", "p", "p Holm", "missing"]
+        agg = [(f"IQM({g.agent_a})" if g.kind == "iqm" else f"P({g.agent_a} > {g.agent_b})", _g(g.estimate),
+                f"[{_g(g.ci_lo)}, {_g(g.ci_hi)}]", g.n_runs) for g in c.aggregates]
+        sections.append(("Paired comparison (A − B, by seed)", page.table(head, rows)
+                         + page.table(["statistic of u", "estimate", "95 % stratified bootstrap CI", "runs"], agg)
                          + "".join(f"<p class='note'>{page.esc(n)}</p>" for n in c.notes)))
     figs = ""
     if curves:
@@ -66,3 +73,7 @@ def build_variant_report(
     sub = f"{variant.id} v{variant.version} ({variant.hash}); {'higher' if variant.maximize else 'lower'} score is better; {len(lb)} runs"
     return page.page(f"evobench variant {variant.id}", sub, sections)
 
+
+
+def _g(x: float) -> str:
+    return "–" if x != x else f"{x:.3g}"
