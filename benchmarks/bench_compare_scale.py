@@ -6,7 +6,8 @@ process CPU, best of 3): the leaderboard summary with every export format; the c
 the end of the runs (best score, u, progress AUC from all 1 M rows, paired bootstrap and
 permutation tests, IQM and probability of improvement); the comparison at an evaluation budget;
 and at a wall-time budget (parses 2 M ISO timestamps). The target is checked on process CPU
-time (all threads), since wall time on a shared machine mostly measures the neighbours. The ratio to a bare pyarrow read of the
+time (all threads), since wall time on a shared machine mostly measures the neighbours.
+The ratio to a bare pyarrow read of the
 same columns shows how much the statistics add on top of I/O.
 
 Run: ``python benchmarks/bench_compare_scale.py [--runs-per-agent 100] [--evals 5000]``
@@ -53,7 +54,9 @@ def make_store(root: Path, runs_per_agent: int, evals: int) -> int:
             starts = t0 + (np.arange(evals) * 1_000_000).astype("timedelta64[us]")
             ts = pa.array(starts, pa.timestamp("us", tz="UTC"))
             iso_start = pc.strftime(ts, format="%Y-%m-%dT%H:%M:%S+00:00")
-            iso_end = pc.strftime(pc.add(ts, pa.scalar(900_000, pa.duration("us"))), format="%Y-%m-%dT%H:%M:%S+00:00")
+            iso_end = pc.strftime(
+                pc.add(ts, pa.scalar(900_000, pa.duration("us"))), format="%Y-%m-%dT%H:%M:%S+00:00"
+            )
             n = evals
 
             def rep(v: object, typ: pa.DataType, n: int = n) -> pa.Array:
@@ -90,13 +93,26 @@ def make_store(root: Path, runs_per_agent: int, evals: int) -> int:
             best = float(np.nanmax(score))
             lb_rows.append(
                 LeaderboardRow(
-                    run_id=rid, family="bench", variant="bench-variant", env_version="1", env_hash="h", agent=agent,
-                    seed=seed, best_score=best, n_evaluations=n, n_ok=int(ok.sum()), progress=min(1.0, max(0.0, best)),
-                    direction="maximize", finished_at="2026-01-02T00:00:00+00:00",  # type: ignore[arg-type]
+                    run_id=rid,
+                    family="bench",
+                    variant="bench-variant",
+                    env_version="1",
+                    env_hash="h",
+                    agent=agent,
+                    seed=seed,
+                    best_score=best,
+                    n_evaluations=n,
+                    n_ok=int(ok.sum()),
+                    progress=min(1.0, max(0.0, best)),
+                    direction="maximize",
+                    finished_at="2026-01-02T00:00:00+00:00",  # type: ignore[arg-type]
                 ).model_dump(mode="json")
             )
     (root / "leaderboards").mkdir()
-    pq.write_table(pa.Table.from_pylist(lb_rows, schema=arrow_schema(LeaderboardRow)), root / "leaderboards" / "bench.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(lb_rows, schema=arrow_schema(LeaderboardRow)),
+        root / "leaderboards" / "bench.parquet",
+    )
     return len(AGENTS) * runs_per_agent * evals
 
 
@@ -126,8 +142,17 @@ def main() -> int:
 
         def run_compare(budget: Budget) -> None:
             lb = load_leaderboard(root / "leaderboards", "bench")
-            vr = variant_runs(lb, variant="bench-variant", current_hash="h", maximize=True, y_init=0.0, y_target=1.0,
-                              agents=AGENTS, results_dir=root / "results", budget=budget)
+            vr = variant_runs(
+                lb,
+                variant="bench-variant",
+                current_hash="h",
+                maximize=True,
+                y_init=0.0,
+                y_target=1.0,
+                agents=AGENTS,
+                results_dir=root / "results",
+                budget=budget,
+            )
             comparison_csv(compare([vr], AGENTS, budget=budget.label(), n_resamples=4000))
 
         files = sorted((root / "results").glob("*/candidates.parquet"))
@@ -144,8 +169,10 @@ def main() -> int:
             w, c = timed(fn)
             ok = c <= TARGET_S  # CPU time: wall time on a shared 2-core box measures the neighbours
             failed |= not ok
-            print(f"{name}: {c:.3f} s CPU ({c / read_c:.1f}x the bare read), {w:.3f} s wall "
-                  f"[{'ok' if ok else 'OVER'}: CPU <= {TARGET_S} s]")
+            print(
+                f"{name}: {c:.3f} s CPU ({c / read_c:.1f}x the bare read), {w:.3f} s wall "
+                f"[{'ok' if ok else 'OVER'}: CPU <= {TARGET_S} s]"
+            )
     return 1 if failed else 0
 
 

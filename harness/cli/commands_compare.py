@@ -84,12 +84,16 @@ def compare(
                     all_versions=all_versions,
                 )
             )
-        result = run_compare(per_variant, tuple(agents), budget=budget.label(), level=level, n_resamples=resamples, seed=seed)
+        result = run_compare(
+            per_variant, tuple(agents), budget=budget.label(), level=level, n_resamples=resamples, seed=seed
+        )
     except (VersionMixError, CandidatesMissingError, ValueError) as e:
         err_console.print(f"bench: error: {e}")
         return EXIT_USAGE
     if result.runs.empty:
-        err_console.print(f"bench: error: no finished runs of {', '.join(agents)} on {', '.join(env)} in {leaderboard_dir}")
+        err_console.print(
+            f"bench: error: no finished runs of {', '.join(agents)} on {', '.join(env)} in {leaderboard_dir}"
+        )
         return EXIT_USAGE
     if json_out:
         sys.stdout.write(comparison_json(result) + "\n")
@@ -152,7 +156,11 @@ def plot(
             for n in notes:
                 err_console.print(f"note: {n}")
             fig = curves_figure(
-                curves, axis=x, metric=metric, y_init=v.progress.y_init, y_target=v.progress.y_target,
+                curves,
+                axis=x,
+                metric=metric,
+                y_init=v.progress.y_init,
+                y_target=v.progress.y_target,
                 title=f"{v.id}@{v.hash}: best so far ({'higher' if v.maximize else 'lower'} is better)",
             )
         written = save(fig, out)

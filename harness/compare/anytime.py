@@ -55,11 +55,15 @@ def read_candidates(paths: Mapping[str, Path], *, with_times: bool = False) -> p
         raise ValueError("two runs map to the same candidates file")
     table = ds.dataset(list(by_file), format="parquet").to_table(columns=[*cols, "__filename"])
     enc = pc.dictionary_encode(table["__filename"]).combine_chunks()
-    run_ids = pa.DictionaryArray.from_arrays(enc.indices, pa.array([by_file[str(Path(f))] for f in enc.dictionary.to_pylist()]))
+    run_ids = pa.DictionaryArray.from_arrays(
+        enc.indices, pa.array([by_file[str(Path(f))] for f in enc.dictionary.to_pylist()])
+    )
     table = table.drop_columns(["__filename"]).append_column("run_id", run_ids)
     if with_times:
         for c in _TIMES:  # Arrow parses ISO-8601 with offsets natively, far faster than pandas
-            table = table.set_column(table.schema.get_field_index(c), c, pc.cast(table[c], pa.timestamp("us", tz="UTC")))
+            table = table.set_column(
+                table.schema.get_field_index(c), c, pc.cast(table[c], pa.timestamp("us", tz="UTC"))
+            )
     return table
 
 
@@ -84,11 +88,10 @@ def best_so_far(table: pa.Table, *, maximize: bool) -> pd.DataFrame:
     codes = run.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     seq = table["seq"].to_numpy()
     order = np.lexsort((seq, codes))
-    if np.all(order[1:] > order[:-1]):  # already grouped and in seq order (the usual case)
-        order = None
+    presorted = bool(np.all(order[1:] > order[:-1]))  # already grouped and in seq order (the usual case)
 
     def col(arr: np.ndarray) -> np.ndarray:
-        return arr if order is None else arr[order]
+        return arr if presorted else arr[order]
 
     ok = pc.fill_null(pc.equal(table["status"], "ok"), False).to_numpy(zero_copy_only=False)
     score = np.where(ok, pc.fill_null(table["score"], np.nan).to_numpy(zero_copy_only=False), np.nan)
@@ -185,7 +188,9 @@ def progress_auc(curves: pd.DataFrame, y_init: float, y_target: float, horizon: 
     return auc.reindex(_runs(curves)).fillna(0.0)
 
 
-def on_grid(curves: pd.DataFrame, axis: Axis, grid: np.ndarray, value: str = "best") -> tuple[list[str], np.ndarray]:
+def on_grid(
+    curves: pd.DataFrame, axis: Axis, grid: np.ndarray, value: str = "best"
+) -> tuple[list[str], np.ndarray]:
     """Sample every run's step curve at the points of ``grid`` (value of the last point <= x).
 
     Args:

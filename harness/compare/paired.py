@@ -113,19 +113,37 @@ def _with_missing(vr: VariantRuns, agents: tuple[str, ...]) -> pd.DataFrame:
     seeds = sorted(set(runs["seed"].tolist()))
     have = set(zip(runs["agent"], runs["seed"], strict=True))
     extra = [
-        {"run_id": "", "agent": a, "seed": s, "score": math.nan, "u": 0.0, "auc": 0.0 if runs["auc"].notna().any() else math.nan}
+        {
+            "run_id": "",
+            "agent": a,
+            "seed": s,
+            "score": math.nan,
+            "u": 0.0,
+            "auc": 0.0 if runs["auc"].notna().any() else math.nan,
+        }
         for a in agents
         for s in seeds
         if (a, s) not in have
     ]
-    full = pd.concat([runs, pd.DataFrame(extra, columns=runs.columns)], ignore_index=True) if extra else runs.copy()
+    full = (
+        pd.concat([runs, pd.DataFrame(extra, columns=runs.columns)], ignore_index=True)
+        if extra
+        else runs.copy()
+    )
     full.insert(0, "variant", vr.variant)
     full["missing"] = full["run_id"] == ""
     return full.sort_values(["agent", "seed"], ignore_index=True)
 
 
 def _pair(
-    vr: VariantRuns, full: pd.DataFrame, a: str, b: str, metric: str, level: float, n_resamples: int, seed: int
+    vr: VariantRuns,
+    full: pd.DataFrame,
+    a: str,
+    b: str,
+    metric: str,
+    level: float,
+    n_resamples: int,
+    seed: int,
 ) -> PairedRow:
     ra = full[full["agent"] == a].set_index("seed")
     rb = full[full["agent"] == b].set_index("seed")
@@ -212,8 +230,9 @@ def compare(
     few = sorted({r.n_pairs for r in out.paired if 0 < r.n_pairs < SMALL_N})
     if few:
         out.notes.append(
-            f"only {'/'.join(map(str, few))} seed pairs: bootstrap CIs from so few pairs are too narrow; trust the "
-            f"permutation p (its smallest possible value with n pairs is 2/2^n, {2 / 2 ** few[0]:.3g} for n={few[0]})"
+            f"only {'/'.join(map(str, few))} seed pairs: bootstrap CIs from so few pairs are too narrow; "
+            "trust the permutation p (its smallest possible value with n pairs is 2/2^n, "
+            f"{2 / 2 ** few[0]:.3g} for n={few[0]})"
         )
     for metric in METRICS:
         rows = [r for r in out.paired if r.metric == metric]
@@ -225,13 +244,20 @@ def compare(
 
 
 def _aggregate(
-    out: Comparison, fulls: list[pd.DataFrame], agents: tuple[str, ...], level: float, n_resamples: int, seed: int
+    out: Comparison,
+    fulls: list[pd.DataFrame],
+    agents: tuple[str, ...],
+    level: float,
+    n_resamples: int,
+    seed: int,
 ) -> None:
     """IQM of u per agent and probability of improvement per pair, over variants every agent ran."""
     shared = [f for f in fulls if all((f["agent"] == a).any() for a in agents)]
     if not shared:
         return
-    u = {a: {str(f["variant"].iloc[0]): f.loc[f["agent"] == a, "u"].to_numpy() for f in shared} for a in agents}
+    u = {
+        a: {str(f["variant"].iloc[0]): f.loc[f["agent"] == a, "u"].to_numpy() for f in shared} for a in agents
+    }
     for a in agents:
         ci = stratified_iqm(u[a], level=level, n_resamples=n_resamples, seed=seed)
         n = sum(v.size for v in u[a].values())

@@ -9,7 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .anytime import Axis, CandidatesMissingError, at_budget, best_so_far, progress_auc, progress_of, read_candidates
+from .anytime import (
+    Axis,
+    CandidatesMissingError,
+    at_budget,
+    best_so_far,
+    progress_auc,
+    progress_of,
+    read_candidates,
+)
 
 RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 """Columns of :attr:`VariantRuns.runs`."""
@@ -36,7 +44,15 @@ class Budget:
         Raises:
             ValueError: If more than one is set or a budget is negative.
         """
-        set_ = [(a, v) for a, v in (("evaluations", self.evaluations), ("cost_usd", self.cost_usd), ("wall_s", self.wall_s)) if v is not None]
+        set_ = [
+            (a, v)
+            for a, v in (
+                ("evaluations", self.evaluations),
+                ("cost_usd", self.cost_usd),
+                ("wall_s", self.wall_s),
+            )
+            if v is not None
+        ]
         if len(set_) > 1:
             raise ValueError("give at most one of --at-evaluations, --at-cost, --at-wall-s")
         if set_ and not float(set_[0][1]) >= 0:
@@ -171,7 +187,9 @@ def variant_runs(
         return VariantRuns(variant, _hash_of(rows, current_hash), maximize, out, notes)
     if out.empty:
         return VariantRuns(variant, current_hash, maximize, out, notes)
-    curves = best_so_far(read_candidates(paths, with_times=axis is not None and axis[0] == "wall_s"), maximize=maximize)
+    curves = best_so_far(
+        read_candidates(paths, with_times=axis is not None and axis[0] == "wall_s"), maximize=maximize
+    )
     if axis is not None:
         best = at_budget(curves, axis[0], axis[1]).reindex(out["run_id"]).to_numpy()
         out["score"] = best
@@ -215,7 +233,11 @@ def agent_curves(
     Raises:
         VersionMixError: See :func:`select_runs`.
     """
-    wanted = agents if agents is not None else tuple(sorted(set(lb.loc[lb["variant"] == variant, "agent"].astype(str))))
+    wanted = (
+        agents
+        if agents is not None
+        else tuple(sorted(set(lb.loc[lb["variant"] == variant, "agent"].astype(str))))
+    )
     rows, notes = select_runs(lb, variant, current_hash, wanted, all_versions=all_versions)
     paths = {str(r): Path(results_dir) / str(r) / "candidates.parquet" for r in rows["run_id"]}
     absent = [rid for rid, p in paths.items() if not p.is_file()]

@@ -90,13 +90,13 @@ def mean_ci(values: ArrayLike, level: float = 0.95, n_resamples: int = 4000, see
                 np.mean,
                 n_resamples=n_resamples,
                 confidence_level=level,
-                method=method,  # type: ignore[arg-type]
+                method=method,
                 vectorized=True,
                 rng=rng,
             )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(lo) and math.isfinite(hi):
-            return Interval(est, min(lo, hi), max(lo, hi), method)  # type: ignore[arg-type]
+            return Interval(est, min(lo, hi), max(lo, hi), method)
     return Interval(est, math.nan, math.nan, "none")
 
 

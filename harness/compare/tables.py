@@ -99,11 +99,26 @@ def comparison_rich(c: Comparison) -> Group:
     """Rich renderables: the paired table, the aggregate table and the notes."""
     pct = f"{c.level:.0%}"
     t = Table(title=f"Paired by seed, A - B ({c.budget}); {pct} bootstrap CI, permutation p, Holm-adjusted")
-    for col in ("variant", "metric", "A", "B", "pairs", "mean A", "mean B", "A - B", f"{pct} CI", "p", "p Holm", "missing"):
+    for col in (
+        "variant",
+        "metric",
+        "A",
+        "B",
+        "pairs",
+        "mean A",
+        "mean B",
+        "A - B",
+        f"{pct} CI",
+        "p",
+        "p Holm",
+        "missing",
+    ):
         t.add_column(col, overflow="fold")
     for r in c.paired:
         missing = "; ".join(
-            f"{who}: seed {' '.join(map(str, seeds))}" for who, seeds in ((r.agent_a, r.missing_a), (r.agent_b, r.missing_b)) if seeds
+            f"{who}: seed {' '.join(map(str, seeds))}"
+            for who, seeds in ((r.agent_a, r.missing_a), (r.agent_b, r.missing_b))
+            if seeds
         )
         sig = r.p_holm <= 1.0 - c.level if not math.isnan(r.p_holm) else False
         t.add_row(
@@ -127,7 +142,9 @@ def comparison_rich(c: Comparison) -> Group:
             g.add_column(col)
         for a in c.aggregates:
             name = f"IQM({a.agent_a})" if a.kind == "iqm" else f"P({a.agent_a} > {a.agent_b})"
-            g.add_row(name, _f(a.estimate, 3), f"[{_f(a.ci_lo)}, {_f(a.ci_hi)}]", str(a.n_runs), str(a.n_variants))
+            g.add_row(
+                name, _f(a.estimate, 3), f"[{_f(a.ci_lo)}, {_f(a.ci_hi)}]", str(a.n_runs), str(a.n_variants)
+            )
         parts.append(g)
     for n in c.notes:
         parts.append(Text(f"note: {n}", style="yellow"))
@@ -158,9 +175,5 @@ def frame_html(df: pd.DataFrame, title: str) -> str:
         + html.escape(title)
         + "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}th{background:#f4f4f4}"
-        "</style></head><body><h1>"
-        + html.escape(title)
-        + "</h1>"
-        + buf.getvalue()
-        + "</body></html>\n"
+        "</style></head><body><h1>" + html.escape(title) + "</h1>" + buf.getvalue() + "</body></html>\n"
     )

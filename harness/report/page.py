@@ -13,15 +13,18 @@ from matplotlib.figure import Figure
 from .plot import svg_text
 
 CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;padding:24px;color:#222}
-h1{font-size:1.5em;margin-bottom:0.2em}h2{font-size:1.15em;border-bottom:2px solid #1b6ca8;padding-bottom:3px;margin-top:1.8em}
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;
+padding:24px;color:#222}
+h1{font-size:1.5em;margin-bottom:0.2em}
+h2{font-size:1.15em;border-bottom:2px solid #1b6ca8;padding-bottom:3px;margin-top:1.8em}
 .sub{color:#666;margin-top:0}
 table{border-collapse:collapse;margin:8px 0;font-size:0.9em}
 th,td{padding:3px 10px;border-bottom:1px solid #e3e3e3;text-align:left;vertical-align:top}
 th{background:#f3f6f9}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .kv th{width:210px}
 pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:8px;overflow-x:auto;font-size:0.82em;line-height:1.35}
-.diff .add{background:#e6ffec;color:#116329;display:block}.diff .del{background:#ffebe9;color:#82071e;display:block}
+.diff .add{background:#e6ffec;color:#116329;display:block}
+.diff .del{background:#ffebe9;color:#82071e;display:block}
 .diff .hunk{color:#8250df;display:block}.diff .ctx{display:block}
 figure{margin:10px 0}figure svg{max-width:100%;height:auto}
 .figs{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}
@@ -45,11 +48,15 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     body = []
     for row in rows:
         cells = "".join(
-            f"<td class='num'>{esc(v)}</td>" if isinstance(v, int | float) and not isinstance(v, bool) else f"<td>{esc(v)}</td>"
+            f"<td class='num'>{esc(v)}</td>"
+            if isinstance(v, int | float) and not isinstance(v, bool)
+            else f"<td>{esc(v)}</td>"
             for v in row
         )
         body.append(f"<tr>{cells}</tr>")
-    return f"<div class='wrap'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    return (
+        f"<div class='wrap'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def kv_table(pairs: Iterable[tuple[str, Any]]) -> str:
@@ -67,13 +74,23 @@ def figure(fig: Figure, caption: str = "") -> str:
 def diff_block(old: str, new: str, old_name: str, new_name: str, context: int = 3) -> str:
     """A coloured unified diff of two program texts (or a note when they are identical)."""
     lines = list(
-        difflib.unified_diff(old.splitlines(), new.splitlines(), fromfile=old_name, tofile=new_name, n=context, lineterm="")
+        difflib.unified_diff(
+            old.splitlines(), new.splitlines(), fromfile=old_name, tofile=new_name, n=context, lineterm=""
+        )
     )
     if not lines:
         return "<p class='note'>The best program is identical to the initial program.</p>"
     out = []
     for ln in lines:
-        cls = "hunk" if ln.startswith(("@@", "--- ", "+++ ")) else "add" if ln.startswith("+") else "del" if ln.startswith("-") else "ctx"
+        cls = (
+            "hunk"
+            if ln.startswith(("@@", "--- ", "+++ "))
+            else "add"
+            if ln.startswith("+")
+            else "del"
+            if ln.startswith("-")
+            else "ctx"
+        )
         out.append(f"<span class='{cls}'>{html.escape(ln) or ' '}</span>")
     return "<pre class='diff'>" + "".join(out) + "</pre>"
 
@@ -88,7 +105,8 @@ def page(title: str, subtitle: str, sections: Iterable[tuple[str, str]]) -> str:
     body = "".join(f"<h2>{esc(h)}</h2>{content}" for h, content in sections)
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+        "<meta http-equiv='Content-Security-Policy' "
+        "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
         f"<h1>{esc(title)}</h1><p class='sub'>{esc(subtitle)}</p>{body}</body></html>\n"
     )

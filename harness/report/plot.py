@@ -53,7 +53,9 @@ _PANELS = (
 _COLORS = ("#1b6ca8", "#d1495b", "#2e8b57", "#8e44ad", "#e67e22", "#34495e", "#c0392b", "#16a085")
 
 
-def band(values: np.ndarray, level: float = 0.95, n_resamples: int = 1000, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def band(
+    values: np.ndarray, level: float = 0.95, n_resamples: int = 1000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean across runs at each grid point with a percentile bootstrap band (runs resampled).
 
     Args:
@@ -82,7 +84,9 @@ def _grid(curves: Mapping[str, pd.DataFrame], axis: Axis) -> np.ndarray:
     if axis == "evaluations":
         return np.arange(1, int(top) + 1, dtype=np.float64)
     if not top > 0:
-        what = "LLM cost was recorded (offline proposer or free model)" if axis == "cost_usd" else "time elapsed"
+        what = (
+            "LLM cost was recorded (offline proposer or free model)" if axis == "cost_usd" else "time elapsed"
+        )
         raise ValueError(f"no {what} in these runs: nothing to plot against {AXIS_LABELS[axis]}")
     return np.linspace(0.0, top, 300)
 
@@ -153,7 +157,15 @@ def curves_figure(
             ends.append((f"{agent} (n={len(runs)})", float(mean[finite[-1]]), color))
     ymin, ymax = ax.get_ylim()
     for (text, _, color), y in zip(ends, _place_labels([e[1] for e in ends], ymax - ymin), strict=True):
-        ax.annotate(text, xy=(1.01, y), xycoords=("axes fraction", "data"), color=color, fontsize=10, va="center", fontweight="bold")
+        ax.annotate(
+            text,
+            xy=(1.01, y),
+            xycoords=("axes fraction", "data"),
+            color=color,
+            fontsize=10,
+            va="center",
+            fontweight="bold",
+        )
     ax.set_xlabel(AXIS_LABELS[axis])
     ax.set_ylabel("best-so-far progress u" if metric == "u" else "best-so-far score")
     ax.grid(alpha=0.3)
@@ -180,7 +192,11 @@ def train_figure(train: pd.DataFrame, title: str = "RL training diagnostics") ->
     """
     if "step" not in train:
         raise ValueError("train.parquet has no 'step' column")
-    panels = [(c, label) for c, label in _PANELS if c in train and pd.to_numeric(train[c], errors="coerce").notna().any()]
+    panels = [
+        (c, label)
+        for c, label in _PANELS
+        if c in train and pd.to_numeric(train[c], errors="coerce").notna().any()
+    ]
     if not panels:
         raise ValueError(f"train.parquet has none of the diagnostic columns {[c for c, _ in _PANELS]}")
     df = train.sort_values("step", kind="stable")
@@ -197,7 +213,9 @@ def train_figure(train: pd.DataFrame, title: str = "RL training diagnostics") ->
             y = np.cumsum(np.nan_to_num(y) > 0)
             ax.step(step, y, where="post", color=color, lw=1.8)
             if "skip_reason" in df:
-                reasons = df.loc[np.nan_to_num(pd.to_numeric(df[col], errors="coerce").to_numpy()) > 0, "skip_reason"]
+                reasons = df.loc[
+                    np.nan_to_num(pd.to_numeric(df[col], errors="coerce").to_numpy()) > 0, "skip_reason"
+                ]
                 counts = reasons.fillna("?").astype(str).value_counts()
                 if not counts.empty:
                     text = "\n".join(f"{n}× {r[:28]}" for r, n in counts.head(4).items())

@@ -23,14 +23,18 @@ def status_section(cands: pd.DataFrame) -> str:
     if cands.empty:
         return "<p>No evaluations.</p>"
     counts = cands["status"].astype(str).value_counts()
-    html = page.table(["status", "evaluations", "share"], [(s, int(n), f"{n / len(cands):.0%}") for s, n in counts.items()])
+    html = page.table(
+        ["status", "evaluations", "share"], [(s, int(n), f"{n / len(cands):.0%}") for s, n in counts.items()]
+    )
     failed = cands[cands["status"].astype(str) != "ok"]
     if not failed.empty:
         first = failed["reason"].fillna("").astype(str).str.strip().str.split("\n").str[-1].str.slice(0, 200)
-        top = first.replace("", "(no reason given)").groupby([failed["status"].astype(str), first]).size()
+        first = first.replace("", "(no reason given)")
+        top = first.groupby([failed["status"].astype(str), first]).size()
         top = top.sort_values(ascending=False).head(15)
         html += "<p>Most frequent failure reasons (last line of the message):</p>"
-        html += page.table(["status", "reason", "count"], [(s, r, int(n)) for (s, r), n in top.items()])
+        rows = [(*key, int(n)) for key, n in zip(top.index.tolist(), top.tolist(), strict=True)]
+        html += page.table(["status", "reason", "count"], rows)
     return html
 
 
@@ -55,8 +59,18 @@ def llm_section(run_dir: Path) -> str:
         }
     ).reset_index()
     rows = [tuple(r) for r in agg.itertuples(index=False)]
-    total = ("total", "", "", int(agg["calls"].sum()), int(agg["failed"].sum()), int(agg["cache hits"].sum()),
-             int(agg["tokens in"].sum()), int(agg["tokens out"].sum()), float(agg["cost USD"].sum()), float(agg["latency s"].sum()))
+    total = (
+        "total",
+        "",
+        "",
+        int(agg["calls"].sum()),
+        int(agg["failed"].sum()),
+        int(agg["cache hits"].sum()),
+        int(agg["tokens in"].sum()),
+        int(agg["tokens out"].sum()),
+        float(agg["cost USD"].sum()),
+        float(agg["latency s"].sum()),
+    )
     html = page.table(list(agg.columns), [*rows, total])
     if "cost_known" in calls and not calls["cost_known"].all():
         html += "<p class='note'>Some models have no entry in the cost map; their spend counts as 0.</p>"
@@ -92,7 +106,11 @@ def _initial_program(store: RunStore, cands: pd.DataFrame) -> tuple[str, str] | 
 
     try:
         v = default_registry().get(store.info.env_id)
-        note = "" if v.hash == store.info.env_hash else f" (content {v.hash}; the run used {store.info.env_hash})"
+        note = (
+            ""
+            if v.hash == store.info.env_hash
+            else f" (content {v.hash}; the run used {store.info.env_hash})"
+        )
         return v.initial_program, f"initial program {v.initial_program_name}{note}"
     except (UnknownIdError, KeyError):
         pass
@@ -116,7 +134,9 @@ def best_program_section(store: RunStore, cands: pd.DataFrame, maximize: bool) -
         source = store.get_program(sha)
     except (KeyError, ValueError) as e:
         return f"<p class='note'>Best program {page.esc(sha)} is not stored: {page.esc(e)}</p>"
-    head = page.kv_table([("score", float(best["score"])), ("evaluation seq", int(best["seq"])), ("sha256", sha)])
+    head = page.kv_table(
+        [("score", float(best["score"])), ("evaluation seq", int(best["seq"])), ("sha256", sha)]
+    )
     initial = _initial_program(store, cands)
     if initial is None:
         return head + f"<pre>{page.esc(source)}</pre>"
@@ -150,17 +170,28 @@ def build_run_report(run_dir: Path) -> str:
     sections: list[tuple[str, str]] = [("Configuration and provenance", page.kv_table(_config_pairs(store)))]
     figs, notes = [], ""
     if not cands.empty and store.parquet_path.is_file():
-        curves = best_so_far(read_candidates({info.run_id: store.parquet_path}, with_times=True), maximize=maximize)
+        curves = best_so_far(
+            read_candidates({info.run_id: store.parquet_path}, with_times=True), maximize=maximize
+        )
         for axis in ("evaluations", "wall_s", "cost_usd"):
             try:
-                fig = curves_figure({info.agent: curves}, axis=axis, title="best score so far")  # type: ignore[arg-type]
+                fig = curves_figure({info.agent: curves}, axis=axis, title="best score so far")
             except ValueError as e:
                 notes += f"<p class='note'>{page.esc(e)}</p>"
                 continue
             figs.append(page.figure(fig))
         if bounds is not None:
-            figs.append(page.figure(curves_figure({info.agent: curves}, metric="u", y_init=bounds[0], y_target=bounds[1],
-                                                  title="normalised progress u")))
+            figs.append(
+                page.figure(
+                    curves_figure(
+                        {info.agent: curves},
+                        metric="u",
+                        y_init=bounds[0],
+                        y_target=bounds[1],
+                        title="normalised progress u",
+                    )
+                )
+            )
     body = page.figures(figs) + notes if figs else "<p>No curves: the run has no flushed candidates.</p>"
     sections.append(("Best-so-far curves", body))
     train = Path(run_dir) / TRAIN_FILE
@@ -169,8 +200,14 @@ def build_run_report(run_dir: Path) -> str:
             sections.append(("RL training diagnostics", page.figure(train_figure(pd.read_parquet(train)))))
         except ValueError as e:
             sections.append(("RL training diagnostics", f"<p class='note'>{page.esc(e)}</p>"))
-    sections.append(("Best program vs initial program", best_program_section(store, cands, maximize) if not cands.empty else "<p>No evaluations.</p>"))
+    sections.append(
+        (
+            "Best program vs initial program",
+            best_program_section(store, cands, maximize) if not cands.empty else "<p>No evaluations.</p>",
+        )
+    )
     sections.append(("Evaluation outcomes", status_section(cands)))
     sections.append(("LLM spend by role", llm_section(Path(run_dir))))
-    sub = f"{info.agent} on {info.env_id}@{info.env_hash}, seed {info.seed}; {info.status}, {len(cands)} evaluations"
+    sub = f"{info.agent} on {info.env_id}@{info.env_hash}, seed {info.seed}; {info.status}, "
+    sub += f"{len(cands)} evaluations"
     return page.page(f"evobench run {info.run_id}", sub, sections)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
 
 from harness.envs.manifest import Direction
 from harness.results.leaderboard import append_leaderboard_row

@@ -17,8 +17,15 @@ from harness.results.leaderboard import load_leaderboard
 def _vr(store: Any, agents: tuple[str, ...] = ("A", "B"), **kw: Any) -> Any:
     lb = load_leaderboard(store.leaderboards, "toy")
     return variant_runs(
-        lb, variant=kw.pop("variant", "toy"), current_hash="h1", maximize=kw.pop("maximize", True), y_init=0.0,
-        y_target=10.0, agents=agents, results_dir=store.results, **kw,
+        lb,
+        variant=kw.pop("variant", "toy"),
+        current_hash="h1",
+        maximize=kw.pop("maximize", True),
+        y_init=0.0,
+        y_target=10.0,
+        agents=agents,
+        results_dir=store.results,
+        **kw,
     )
 
 

@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.compare.stats import holm, iqm, mean_ci, probability_of_improvement, sign_flip_pvalue, stratified_iqm
+from harness.compare.stats import (
+    holm,
+    iqm,
+    mean_ci,
+    probability_of_improvement,
+    sign_flip_pvalue,
+    stratified_iqm,
+)
 
 finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
 

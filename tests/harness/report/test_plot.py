@@ -39,7 +39,14 @@ def test_train_figure_draws_one_panel_per_present_column(tmp_path: Path) -> None
     fig = train_figure(pd.read_parquet(path))
     titles = [ax.get_title(loc="left") for ax in fig.axes if ax.get_visible()]
     assert titles == [
-        "reward (mean ± std)", "loss", "entropy", "gradient norm", "KL", "α_t", "clip fraction", "skipped steps (cumulative)",
+        "reward (mean ± std)",
+        "loss",
+        "entropy",
+        "gradient norm",
+        "KL",
+        "α_t",
+        "clip fraction",
+        "skipped steps (cumulative)",
     ]
     skipped = next(ax for ax in fig.axes if ax.get_title(loc="left").startswith("skipped"))
     assert skipped.lines[0].get_ydata()[-1] == 6  # steps 3, 10, 17, 24, 31, 38
@@ -49,9 +56,14 @@ def test_train_figure_draws_one_panel_per_present_column(tmp_path: Path) -> None
 
 
 def test_train_figure_with_a_subset_of_columns() -> None:
-    fig = train_figure(_train_frame(drop=("kl", "alpha", "clip_frac", "skipped", "skip_reason", "reward_std")))
+    fig = train_figure(
+        _train_frame(drop=("kl", "alpha", "clip_frac", "skipped", "skip_reason", "reward_std"))
+    )
     assert [ax.get_title(loc="left") for ax in fig.axes if ax.get_visible()] == [
-        "reward (mean ± std)", "loss", "entropy", "gradient norm",
+        "reward (mean ± std)",
+        "loss",
+        "entropy",
+        "gradient norm",
     ]
 
 

@@ -1,4 +1,4 @@
-"""compare / plot / report / leaderboard exports on real offline runs (random-search x2 seeds, pacevolve x1)."""
+"""compare / plot / report / leaderboard exports on real offline runs (random-search x2, pacevolve x1)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 
 BENCH = [sys.executable, "-m", "harness.cli.main"]
 pytestmark = pytest.mark.slow
@@ -42,7 +41,11 @@ def _run_dir(root: Path, agent: str, seed: int) -> Path:
 
 
 def test_compare_lists_the_missing_seed_and_counts_it_as_zero(root: Path) -> None:
-    out = json.loads(bench("compare", "--env", "eplb-tiny", "--agents", "random-search", "pacevolve", "--json", cwd=root).stdout)
+    out = json.loads(
+        bench(
+            "compare", "--env", "eplb-tiny", "--agents", "random-search", "pacevolve", "--json", cwd=root
+        ).stdout
+    )
     u = next(r for r in out["paired"] if r["metric"] == "u")
     assert u["n_seeds"] == 2 and u["n_pairs"] == 2 and u["missing_b"] == [1]
     score = next(r for r in out["paired"] if r["metric"] == "score")
@@ -58,7 +61,18 @@ def test_compare_lists_the_missing_seed_and_counts_it_as_zero(root: Path) -> Non
 def test_compare_table_csv_and_budget(root: Path) -> None:
     table = bench("compare", "--env", "eplb-tiny", "--agents", "random-search", "pacevolve", cwd=root).stdout
     assert "Paired by seed" in table and "pacevolve: seed 1" in table and "IQM(random-search)" in table
-    csv = bench("compare", "--env", "eplb-tiny", "--agents", "random-search", "pacevolve", "--at-evaluations", "1", "--csv", cwd=root).stdout
+    csv = bench(
+        "compare",
+        "--env",
+        "eplb-tiny",
+        "--agents",
+        "random-search",
+        "pacevolve",
+        "--at-evaluations",
+        "1",
+        "--csv",
+        cwd=root,
+    ).stdout
     f = pd.read_csv(io.StringIO(csv), dtype={"missing_a": str, "missing_b": str})
     u = f[(f["section"] == "paired") & (f["metric"] == "u")].iloc[0]
     # After one evaluation every run holds the initial program: no difference but the missing seed's u.
@@ -71,7 +85,16 @@ def test_compare_refuses_mixed_contents_unless_all_versions(root: Path, tmp_path
     lb = pd.read_parquet(root / "leaderboards" / "eplb.parquet")
     old = lb.iloc[[0]].assign(run_id="old-run", env_hash="0" * 16, seed=7)
     pd.concat([lb, old]).to_parquet(lbdir / "eplb.parquet")
-    args = ["compare", "--env", "eplb-tiny", "--agents", "random-search", "pacevolve", "--leaderboard-dir", str(lbdir)]
+    args = [
+        "compare",
+        "--env",
+        "eplb-tiny",
+        "--agents",
+        "random-search",
+        "pacevolve",
+        "--leaderboard-dir",
+        str(lbdir),
+    ]
     p = bench(*args, cwd=root, check=False)
     assert p.returncode == 2 and "different contents" in p.stderr
     p = bench(*args, "--all-versions", "--json", cwd=root, check=False)
@@ -112,16 +135,27 @@ class _Checker(HTMLParser):
 def test_run_report_is_self_contained_and_complete(root: Path) -> None:
     run = _run_dir(root, "pacevolve", 0)
     train = run / "train.parquet"
-    pd.DataFrame({"step": [0, 1, 2], "loss": [1.0, 0.8, 0.7], "kl": [0.0, 0.01, 0.02], "skipped": [0, 1, 0],
-                  "skip_reason": ["", "zero advantage", ""]}).to_parquet(train)
+    pd.DataFrame(
+        {
+            "step": [0, 1, 2],
+            "loss": [1.0, 0.8, 0.7],
+            "kl": [0.0, 0.01, 0.02],
+            "skipped": [0, 1, 0],
+            "skip_reason": ["", "zero advantage", ""],
+        }
+    ).to_parquet(train)
     bench("report", str(run), "--out", "run.html", cwd=root)
     text = (root / "run.html").read_text()
     c = _Checker()
     c.feed(text)
     assert c.external == []
     assert c.headings == [
-        "Configuration and provenance", "Best-so-far curves", "RL training diagnostics", "Best program vs initial program",
-        "Evaluation outcomes", "LLM spend by role",
+        "Configuration and provenance",
+        "Best-so-far curves",
+        "RL training diagnostics",
+        "Best program vs initial program",
+        "Evaluation outcomes",
+        "LLM spend by role",
     ]
     assert "offline/pacevolve" in text and "initial program" in text and text.count("<svg") >= 3
     assert "zero advantage" in text
@@ -135,7 +169,9 @@ def test_variant_report_and_leaderboard_exports(root: Path) -> None:
     assert md.splitlines()[1].startswith("| ---") and len(md.splitlines()) == 4
     js = json.loads(bench("leaderboard", "--env", "eplb-tiny", "--format", "json", cwd=root).stdout)
     assert {r["agent"] for r in js} == {"random-search", "pacevolve"}
-    csv = pd.read_csv(io.StringIO(bench("leaderboard", "--env", "eplb-tiny", "--format", "csv", cwd=root).stdout))
+    csv = pd.read_csv(
+        io.StringIO(bench("leaderboard", "--env", "eplb-tiny", "--format", "csv", cwd=root).stdout)
+    )
     assert csv.set_index("agent").loc["random-search", "runs"] == 2
     html = bench("leaderboard", "--env", "eplb-tiny", "--format", "html", cwd=root).stdout
     assert html.startswith("<!doctype html>") and html.count("<tr") == 3  # header + two agents
@@ -147,7 +183,9 @@ def test_variant_report_and_leaderboard_exports(root: Path) -> None:
 def test_parquet_tables_read_without_project_code(root: Path) -> None:
     duckdb = pytest.importorskip("duckdb")
     lb = str(root / "leaderboards" / "eplb.parquet")
-    rows = duckdb.sql(f"select agent, count(*) n, max(best_score) b from '{lb}' group by agent order by agent").fetchall()
+    rows = duckdb.sql(
+        f"select agent, count(*) n, max(best_score) b from '{lb}' group by agent order by agent"
+    ).fetchall()
     assert [r[:2] for r in rows] == [("pacevolve", 1), ("random-search", 2)]
     cands = str(root / "results" / "*" / "candidates.parquet")
     assert duckdb.sql(f"select count(*) from read_parquet('{cands}')").fetchall() == [(24,)]
@@ -158,10 +196,26 @@ def test_parquet_tables_read_without_project_code(root: Path) -> None:
 
 
 def test_compare_usage_errors(root: Path) -> None:
-    p = bench("compare", "--env", "eplb-tiny", "--agents", "random-search", "random-search", cwd=root, check=False)
+    p = bench(
+        "compare", "--env", "eplb-tiny", "--agents", "random-search", "random-search", cwd=root, check=False
+    )
     assert p.returncode == 2 and "two distinct agents" in p.stderr
-    p = bench("compare", "--env", "eplb-tiyn", "--agents", "random-search", "pacevolve", cwd=root, check=False)
+    p = bench(
+        "compare", "--env", "eplb-tiyn", "--agents", "random-search", "pacevolve", cwd=root, check=False
+    )
     assert p.returncode == 2 and "eplb-tiny" in p.stderr  # suggestion for the typo
-    p = bench("compare", "--env", "eplb-tiny", "--agents", "random-search", "pacevolve", "--at-evaluations", "3",
-              "--at-cost", "1", cwd=root, check=False)
+    p = bench(
+        "compare",
+        "--env",
+        "eplb-tiny",
+        "--agents",
+        "random-search",
+        "pacevolve",
+        "--at-evaluations",
+        "3",
+        "--at-cost",
+        "1",
+        cwd=root,
+        check=False,
+    )
     assert p.returncode == 2 and "at most one" in p.stderr
