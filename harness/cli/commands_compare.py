@@ -62,6 +62,10 @@ def compare(
     """
     reg = default_registry()
     budget = Budget(evaluations=at_evaluations, cost_usd=at_cost, wall_s=at_wall_s)
+    env = tuple(dict.fromkeys(env))  # a variant named twice is compared once
+    if not env:
+        err_console.print("bench: error: give at least one --env")
+        return EXIT_USAGE
     try:
         budget.axis()
         variants = [reg.get(e) for e in env]
