@@ -154,6 +154,21 @@ def check_docker() -> Check:
     return Check("docker", "ok", summary, details, facts)
 
 
+def check_modal() -> Check:
+    """Whether the Modal backend could start here: the package and credentials (never printed)."""
+    from harness.sandbox.modal_backend.sdk import INSTALL_HINT, TOKEN_HINT, credentials_present
+
+    try:
+        import modal
+    except ImportError:
+        return Check("modal", "info", "modal not installed: --backend modal unavailable", [INSTALL_HINT])
+    present = credentials_present()
+    facts = {"modal_version": modal.__version__, "credentials": present}
+    if present:
+        return Check("modal", "ok", f"modal {modal.__version__}; credentials configured", [], facts)
+    return Check("modal", "info", f"modal {modal.__version__}; no credentials", [TOKEN_HINT], facts)
+
+
 def check_data() -> Check:
     """Which families have their data in the cache (generated-data families need none)."""
     from harness.envs.data import family_data_dir, missing_files
@@ -215,6 +230,7 @@ CHECKS: dict[str, Callable[[], Check]] = {
     "memory": check_memory,
     "torch": check_torch,
     "docker": check_docker,
+    "modal": check_modal,
     "data": check_data,
     "smoke": check_smoke,
 }

@@ -28,7 +28,7 @@ def test_json_reports_every_check_and_a_working_sandbox(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout)
     checks = {c["name"]: c for c in out["checks"]}
-    assert set(checks) == {"isolation", "memory", "torch", "docker", "data", "smoke"}
+    assert set(checks) == {"isolation", "memory", "torch", "docker", "modal", "data", "smoke"}
     assert out["ok"] is True
     assert checks["smoke"]["level"] == "ok" and checks["smoke"]["data"]["status"] == "ok"
     # The same findings the harness acts on, never an address-space limit.
@@ -54,7 +54,7 @@ def test_exit_nonzero_when_evaluations_cannot_work(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
-    code = doctor(json_out=True, skip=("isolation", "memory", "docker", "data", "smoke"))
+    code = doctor(json_out=True, skip=("isolation", "memory", "docker", "modal", "data", "smoke"))
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["ok"] is False
     (torch_check,) = out["checks"]
@@ -64,3 +64,16 @@ def test_exit_nonzero_when_evaluations_cannot_work(
 def test_unknown_check_is_a_usage_error() -> None:
     with pytest.raises(SystemExit, match="unknown check"):
         doctor(skip=("gpu-magic",))
+
+
+def test_modal_credentials_reported_never_printed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("modal")
+    skip = ["--skip", "smoke", "--skip", "torch", "--skip", "docker", "--skip", "data"]
+    empty = {"MODAL_CONFIG_PATH": str(tmp_path / "none.toml"), "MODAL_TOKEN_ID": "", "MODAL_TOKEN_SECRET": ""}
+    none = run(*skip, env=empty)
+    line = next(ln for ln in none.stdout.splitlines() if " modal " in ln)
+    assert "no credentials" in line and "modal token new" in none.stdout
+    secret = "as-" + "7f3a9c1e5b" * 3
+    have = run(*skip, env={"MODAL_TOKEN_ID": "ak-visible-id", "MODAL_TOKEN_SECRET": secret})
+    assert "credentials configured" in have.stdout
+    assert secret not in have.stdout + have.stderr
