@@ -41,7 +41,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import secrets
 import shutil
 import struct
 from pathlib import Path
@@ -53,6 +52,7 @@ from harness.envs.data import ChecksumError, DataMissingError, expected_sha256, 
 from harness.envs.manifest import DataSource
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
+from harness.scoring.exchange import ExchangeDir
 
 from .data import SPLITS, Problem, load_csv_problem, oscillator_problem
 from .fit import FitResult, FitSettings, PublishedFitSettings, fit_parameters, fit_published, nmse
@@ -115,17 +115,6 @@ def _seal_workdir(workdir: Path) -> None:
                 os.unlink(entry.path)
         except OSError:
             pass
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` (which must not exist; links are not followed) world-readable, and write it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-    finally:
-        os.close(fd)
 
 
 def parse_frame(stdout: bytes, rows: list[int]) -> list[np.ndarray]:
@@ -345,9 +334,15 @@ class LlmSrScorer(Scorer):
         """
         workdir = Path(candidate.workdir)
         _seal_workdir(workdir)
-        sub = workdir / f"llm-sr-{secrets.token_hex(8)}"
-        sub.mkdir(mode=0o755)
-        os.chmod(sub, 0o755)
+        sub = ExchangeDir(workdir, "llm-sr", writable=False)
+        try:
+            return self._run_fresh(candidate, sub, param_sets)
+        finally:
+            sub.close()
+
+    def _run_fresh(
+        self, candidate: CandidateRuntime, sub: ExchangeDir, param_sets: np.ndarray
+    ) -> tuple[list[dict[str, np.ndarray]], float]:
         buf = io.BytesIO()
         arrays: dict[str, Any] = {
             "splits": np.array(SPLITS),
@@ -356,9 +351,9 @@ class LlmSrScorer(Scorer):
         for split in SPLITS:
             arrays[f"x_{split}"] = self.problem.splits[split].inputs
         np.savez(buf, **arrays)
-        _write_new(sub / "inputs.npz", buf.getvalue())
-        _write_new(sub / "candidate.py", candidate.source.encode("utf-8"))
-        _write_new(sub / "sandbox_driver.py", self.driver_source)
+        sub.write_new("inputs.npz", buf.getvalue())
+        sub.write_new("candidate.py", candidate.source.encode("utf-8"))
+        sub.write_new("sandbox_driver.py", self.driver_source)
         timeout = min(self.fresh_timeout_s, max(candidate.remaining(), 0.0))
         if timeout <= 0:
             raise CandidateTimeout("no time left to predict the test splits")

@@ -23,12 +23,19 @@ from harness.evaluation.errors import CandidateError
 class ExchangeDir:
     """A fresh directory in a candidate's work directory, held open by descriptor."""
 
-    def __init__(self, workdir: Path, prefix: str) -> None:
-        """Create ``workdir/<prefix>-<random>`` (mode 0777: the sandbox user writes into it)."""
+    def __init__(self, workdir: Path, prefix: str, *, writable: bool = True) -> None:
+        """Create ``workdir/<prefix>-<random>``.
+
+        Args:
+            workdir: The candidate's work directory (trusted-side path).
+            prefix: Start of the directory's name.
+            writable: Mode 0777 (the sandbox user writes results into it) or 0755 (inputs only).
+        """
         self.name = f"{prefix}-{secrets.token_hex(8)}"
         path = Path(workdir) / self.name
-        path.mkdir(mode=0o777)
-        os.chmod(path, 0o777)
+        mode = 0o777 if writable else 0o755
+        path.mkdir(mode=mode)
+        os.chmod(path, mode)
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
 
     def write_new(self, name: str, data: bytes) -> None:

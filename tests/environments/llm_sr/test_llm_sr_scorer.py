@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from environments.llm_sr.scorer import LlmSrScorer, _seal_workdir, _write_new, check_prediction, parse_frame
+from environments.llm_sr.scorer import LlmSrScorer, _seal_workdir, check_prediction, parse_frame
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.errors import CandidateError, CandidateInvalid
 from harness.scoring.api import ScoreOutcome
@@ -313,12 +313,4 @@ def test_sealing_the_workdir_removes_entries_without_following_links(tmp_path: P
     assert list(work.iterdir()) == []
     assert (work.stat().st_mode & 0o777) == 0o755
     assert (outside / "keep.txt").read_text() == "keep"
-    # The scorer's own files are created exclusively and never through a link.
-    (work / "taken").symlink_to(outside / "keep.txt")
-    with pytest.raises(OSError):
-        _write_new(work / "taken", b"overwrite")
-    assert (outside / "keep.txt").read_text() == "keep"
-    _write_new(work / "fresh.bin", b"ok")
-    assert (work / "fresh.bin").read_bytes() == b"ok" and (
-        (work / "fresh.bin").stat().st_mode & 0o777
-    ) == 0o644
+    # The scorer's own files go through ExchangeDir (tests/harness/scoring/test_exchange.py).
