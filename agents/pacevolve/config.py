@@ -35,6 +35,9 @@ class PACEvolveConfig(BaseModel):
     """K_idea: active ideas per island; above it the advisor chooses ideas to prune."""
     max_hypotheses_per_idea: int = Field(default=20, ge=1)
     """K_hyp: experiment records per idea; above it they are summarised into key findings."""
+    max_abandoned_ideas: int = Field(default=20, ge=0)
+    """Cap of the failure memory of pruned ideas shown in every prompt; over it the least recently
+    relevant entry (pruned longest ago, not matched by a proposal since) is evicted."""
     idea_filter: bool = False
     """Also ask the advisor whether a selected hypothesis repeats the global log (off in the reference)."""
 
@@ -54,6 +57,9 @@ class PACEvolveConfig(BaseModel):
     """Backtrack target k (0 = oldest saved state) drawn with P(k) proportional to (k + 1) ** -alpha."""
     backtrack_length: int = Field(default=5, ge=1)
     """Iterations that take their parent and idea pool from a sampled earlier state after a trigger."""
+    backtrack_merge_back: bool = False
+    """At the end of a backtrack, merge the pre-backtrack ideas back into the pool (the reference
+    code does; off by default because the paper unlearns the abandoned line)."""
     stagnation_counts_failures: bool = False
     """Update momentum (with R = 0) on failed evaluations too (the reference updates on scored ones only)."""
 

@@ -65,7 +65,7 @@ class ScriptedRoles:
 def make_state(task: TaskSpec, n_islands: int = 1, score: float | None = 0.1) -> SearchState:
     state = SearchState(base_seed=5, islands=[])
     ref = state.add_program(task.initial_program, score)
-    state.islands = [IslandState(index=i, sota=ref, best=ref) for i in range(n_islands)]
+    state.islands = [IslandState(index=i, sota=ref, best=ref, s0=score) for i in range(n_islands)]
     return state
 
 
@@ -129,16 +129,16 @@ def test_idea_cap_prunes_with_the_advisor_then_the_fallback(task: TaskSpec) -> N
         hcm.add_idea(isl, f"Idea {k}.", 0)
     isl.ideas[0].best, isl.ideas[0].experiments = 0.5, 3
     isl.ideas[3].best, isl.ideas[3].experiments = 0.2, 1
-    dropped = eng.idea_cap(isl, 7, isl.sota)
-    # the advisor named only idea 2; the fallback drops the lowest-progress, most-tested remaining idea
-    assert dropped == [2, 3]
+    dropped, evicted = eng.idea_cap(isl, 7, isl.sota)
+    # the advisor named only idea 2; the fallback drops the worst-scoring, most-tested remaining idea
+    assert dropped == [2, 3] and evicted == []
     assert [i.id for i in isl.ideas] == [1, 4]
     assert [(p.id, p.step) for p in isl.pruned] == [(2, 7), (3, 7)]
     assert isl.pruned[0].reason == "stale" and isl.pruned[1].reason.startswith("fallback")
     roles.fail.add("prune")
     hcm.add_idea(isl, "Idea 5.", 8)
-    assert eng.idea_cap(isl, 8, isl.sota) == [5]  # fallback only; an untested idea has progress 0
-    assert eng.idea_cap(isl, 9, isl.sota) == []
+    assert eng.idea_cap(isl, 8, isl.sota) == ([5], [])  # fallback only; an untested idea goes first
+    assert eng.idea_cap(isl, 9, isl.sota) == ([], [])
 
 
 def test_failure_memory_blocks_repeats_before_any_code_is_written(task: TaskSpec) -> None:
@@ -176,10 +176,19 @@ def test_merge_skips_ideas_already_held(task: TaskSpec) -> None:
     assert isl.ideas[-1].description == "Sort." and isl.next_idea_id == 3
 
 
-def test_backtrack_draws_saved_states_then_merges_the_old_pool(task: TaskSpec) -> None:
+def test_backtrack_draws_saved_states_then_merges_the_old_pool_when_asked(task: TaskSpec) -> None:
     state = make_state(task, n_islands=1)
     roles = ScriptedRoles(verdict=Classification("refine", 1, "Use a heap."))
-    eng = engine(task, state, roles, freeze_period=0, stagnation_threshold=0.8, backtrack_length=2)
+    eng = engine(
+        task,
+        state,
+        roles,
+        freeze_period=0,
+        stagnation_threshold=0.8,
+        backtrack_length=2,
+        momentum_init=1.0,
+        backtrack_merge_back=True,
+    )
     isl = state.islands[0]
     hcm.add_idea(isl, "Use a heap.", 0)
     for step in (1, 2):

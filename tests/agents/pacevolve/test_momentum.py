@@ -21,7 +21,7 @@ from agents.pacevolve.momentum import (
 
 def test_relative_progress_matches_the_paper_formula_for_minimised_llm_sr(task_factory: Callable) -> None:
     task = task_factory(maximize=False, y_init=-2.0, y_target=-10.0)  # log10 NMSE, r = -10, s0 = -2
-    u_prev, u_now = progress_of(-4.0, task), progress_of(-5.0, task)
+    u_prev, u_now = progress_of(-4.0, -2.0, task), progress_of(-5.0, -2.0, task)
     r = relative_progress(u_prev, u_now)
     assert r == pytest.approx(1 / 6)  # (s_prev - s)/(s_prev - r) = 1 / 6
     assert r == pytest.approx((-4.0 - -5.0) / (-4.0 - -10.0))
@@ -30,9 +30,9 @@ def test_relative_progress_matches_the_paper_formula_for_minimised_llm_sr(task_f
 def test_relative_progress_is_direction_and_scale_free(task_factory: Callable) -> None:
     up = task_factory(maximize=True, y_init=0.2, y_target=0.9)
     down = task_factory(maximize=False, y_init=10.0, y_target=3.0)
-    r_up = relative_progress(progress_of(0.3, up), progress_of(0.5, up))
+    r_up = relative_progress(progress_of(0.3, 0.2, up), progress_of(0.5, 0.2, up))
     # the same fractions of the gap on the minimised task
-    r_down = relative_progress(progress_of(10 - 1.0, down), progress_of(10 - 3.0, down))
+    r_down = relative_progress(progress_of(10 - 1.0, 10.0, down), progress_of(10 - 3.0, 10.0, down))
     assert r_up == pytest.approx((0.5 - 0.3) / (0.9 - 0.3))
     assert r_up == pytest.approx(r_down)
 
@@ -42,8 +42,28 @@ def test_no_progress_cases(task_factory: Callable) -> None:
     assert relative_progress(0.4, 0.3) == 0.0  # a worse best never happens, but is 0 anyway
     assert relative_progress(1.0, 1.0) == 0.0  # target reached: no gap left
     task = task_factory(maximize=True, y_init=0.5, y_target=1.0)
-    assert progress_of(0.1, task) == 0.0  # worse than s0 counts as s0
-    assert progress_of(None, task) == 0.0
+    assert progress_of(0.1, 0.5, task) == 0.0  # worse than s0 counts as s0
+    assert progress_of(None, 0.5, task) == 0.0
+    assert progress_of(0.7, None, task) == 0.0  # s0 not measured yet
+    assert progress_of(float("nan"), 0.5, task) == 0.0
+
+
+def test_progress_is_measured_from_the_islands_own_s0_not_the_manifest(task_factory: Callable) -> None:
+    task = task_factory(maximize=True, y_init=0.2, y_target=1.0)
+    # Table 3: A = (s0 - s)/(s0 - r) with s0 the island's initial score; the manifest's y_init is not used
+    assert progress_of(0.8, 0.6, task) == pytest.approx((0.6 - 0.8) / (0.6 - 1.0))
+    assert progress_of(0.6, 0.6, task) == 0.0
+    assert progress_of(0.8, 0.2, task) == pytest.approx(0.75)
+    low = task_factory(maximize=False, y_init=-2.0, y_target=-10.0)
+    assert progress_of(-6.0, -4.0, low) == pytest.approx(1 / 3)
+
+
+def test_progress_when_s0_already_meets_the_target(task_factory: Callable) -> None:
+    task = task_factory(maximize=True, y_init=0.2, y_target=0.5)
+    assert progress_of(0.6, 0.6, task) == 1.0  # no gap left: the reference's rule
+    low = task_factory(maximize=False, y_init=1.0, y_target=0.0)
+    assert progress_of(0.0, 0.0, low) == 1.0
+    assert progress_of(1.0, -0.5, low) == 0.0  # cannot happen for a best, but defined
 
 
 def test_momentum_from_one_falls_below_threshold_after_43_stagnant_steps() -> None:
