@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from agents.pacevolve.momentum import (
     Momentum,
@@ -17,6 +19,23 @@ from agents.pacevolve.momentum import (
     sample_power_law,
     should_intervene,
 )
+from harness.envs.manifest import Direction, Language, Progress
+from harness.runner.context import TaskSpec
+
+
+def make_task(maximize: bool, y_init: float, y_target: float) -> TaskSpec:
+    return TaskSpec(
+        env_id="unit-tiny",
+        prompt="",
+        initial_program="",
+        language=Language.PYTHON,
+        entry_point="f",
+        signature="f()",
+        direction=Direction.MAXIMIZE if maximize else Direction.MINIMIZE,
+        combined="score",
+        metrics=(),
+        progress=Progress(y_init=y_init, y_target=y_target),
+    )
 
 
 def test_relative_progress_matches_the_paper_formula_for_minimised_llm_sr(task_factory: Callable) -> None:
@@ -135,3 +154,28 @@ def test_power_law_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         power_law_weights(3, 0.0)
     assert sample_power_law(1, 1.5, random.Random(1)) == 0
+
+
+scores = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+
+
+@given(s0=scores, r=scores, a=scores, b=scores, maximize=st.booleans())
+def test_progress_properties(s0: float, r: float, a: float, b: float, maximize: bool) -> None:
+    """A is in [0, 1], 0 at s0, 1 at r, monotone in the score, and R matches the paper's raw formula."""
+    assume(abs(r - s0) > 1e-3 and (r > s0) == maximize)  # r lies in the direction of improvement
+    task = make_task(maximize, y_init=r + 1.0, y_target=r)  # y_init is not used by progress_of
+    pa, pb = progress_of(a, s0, task), progress_of(b, s0, task)
+    assert 0.0 <= pa <= 1.0
+    assert progress_of(s0, s0, task) == 0.0 and progress_of(r, s0, task) == 1.0
+    if task.better(a, b):
+        assert pa >= pb
+    # R_t = (G_prev - G_now) / G_prev with G = |s - r|, for bests between s0 and r
+    lo, hi = sorted((s0, r))
+    prev, now = min(max(a, lo), hi), min(max(b, lo), hi)
+    if task.better(prev, now):
+        prev, now = now, prev
+    g_prev, g_now = abs(prev - r), abs(now - r)
+    assume(g_prev > 1e-6 * abs(r - s0))
+    expected = (g_prev - g_now) / g_prev
+    got = relative_progress(progress_of(prev, s0, task), progress_of(now, s0, task))
+    assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)

@@ -72,3 +72,38 @@ def test_other_tiny_envs(env: str, run_agent: Callable[..., Any]) -> None:
         pytest.skip(f"{env} is not registered")
     out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**CFG)), env, 3, seed=1)
     check_run(run_dir, 3)
+
+
+@pytest.mark.slow
+def test_eplb_tiny_default_config_intervenes(run_agent: Callable[..., Any]) -> None:
+    """Default constants only (offline proposer): MBB triggers after the freeze and the action takes effect.
+
+    A trigger needs 9 momentum updates per island (freeze 8), about 37 evaluations with 4 islands;
+    44 leaves room for the next step to show the effect. Which action CE draws is random (with
+    the offline proposer's low progress it is mostly a backtrack), so either effect is accepted;
+    the crossover mechanics are covered in test_hcm.
+    """
+    cfg = PACEvolveConfig(model="offline/pacevolve")
+    _, run_dir = run_agent(PACEvolveAgent(cfg), "eplb-tiny", 44, seed=3)
+    cands, _, rows = check_run(run_dir, 44)
+    events = pd.read_parquet(run_dir / "pacevolve_events.parquet")
+    trig = rows[rows["triggered"]]
+    assert len(trig) > 0 and set(events["kind"]) & {"backtrack", "crossover"}
+    assert (trig["momentum"] < cfg.stagnation_threshold).all() and (trig["step"] > cfg.freeze_period).all()
+    assert "idea_prune" in set(events["kind"])
+    effects = 0
+    for _, t in trig.iterrows():
+        nxt = rows[(rows["island"] == t["island"]) & (rows["step"] == t["step"] + 1)]
+        if nxt.empty:
+            continue  # the budget ended first
+        n = nxt.iloc[0]
+        if t["action"] == "backtrack":  # a revert to a saved state from before the trigger
+            assert n["parent_source"].startswith("backtrack:") and 0 < n["restored_step"] <= t["step"]
+        else:  # crossover: the partner's best program is the next parent
+            partner = int(t["action"].split(":")[1])
+            assert n["parent_source"] == t["action"]
+            best = rows[(rows["island"] == partner) & (rows["step"] == t["step"])].iloc[0]["island_best"]
+            parent = cands[cands["program_sha256"] == n["parent_sha256"]]
+            assert parent["score"].iloc[0] == pytest.approx(best)
+        effects += 1
+    assert effects > 0
