@@ -201,7 +201,10 @@ class PACEvolveAgent(Agent):
                         if ev.kind in ("backtrack", "crossover"):
                             ctx.log.info(
                                 "pacevolve: island %d %s at evaluation %d (%s)",
-                                ev.island, ev.kind, ev.evaluations, ev.detail,
+                                ev.island,
+                                ev.kind,
+                                ev.evaluations,
+                                ev.detail,
                             )
                 ctx.save_checkpoint(state.model_dump(mode="json"))
                 for obs in self.observers:

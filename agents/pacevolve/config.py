@@ -1,6 +1,9 @@
-"""Configuration of the PACEvolve agent; defaults follow the reference implementation except the
-intervention schedule (islands, momentum_init, freeze_period, stagnation_counts_failures), which is
-set for 100-1000-evaluation budgets (see README "Intervention defaults")."""
+"""Configuration of the PACEvolve agent.
+
+Defaults follow the reference implementation except the intervention schedule (islands,
+momentum_init, freeze_period, stagnation_counts_failures), which is set for 100-1000-evaluation
+budgets (see README "Intervention defaults").
+"""
 
 from __future__ import annotations
 

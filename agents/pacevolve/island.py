@@ -253,8 +253,9 @@ class IslandEngine:
         return idea_id
 
     def idea_cap(self, isl: IslandState, step: int, parent: ProgramRef) -> tuple[list[int], list[int]]:
-        """Prune the pool back to ``max_ideas`` (the advisor chooses, a fixed rule backs it up),
-        then bound the failure memory to ``max_abandoned_ideas``.
+        """Prune the pool back to ``max_ideas``, then bound the failure memory to ``max_abandoned_ideas``.
+
+        The advisor chooses the ideas to prune; a fixed rule backs it up.
 
         Returns:
             The pruned idea ids and the ids evicted from the failure memory.
@@ -266,7 +267,9 @@ class IslandEngine:
                 ids, reason = self.advisor.choose_pruned(self.view(isl, step, parent), n_drop)
                 dropped += hcm.drop_ideas(isl, ids[:n_drop], step, reason or "chosen by the advisor")
             except ProposalError as e:
-                self.log.info("island %d: pruning answer unusable (%s); using the fallback rule", isl.index, e)
+                self.log.info(
+                    "island %d: pruning answer unusable (%s); using the fallback rule", isl.index, e
+                )
             n_drop = hcm.excess_ideas(isl, self.cfg.max_ideas)
             if n_drop:
                 ids = hcm.fallback_prune(isl.ideas, n_drop, self.task)

@@ -1,5 +1,6 @@
-"""Per-iteration telemetry (``pacevolve_iterations``), the intervention log (``pacevolve_events``)
-and the step hook.
+"""Per-iteration telemetry (``pacevolve_iterations``), the intervention log and the step hook.
+
+The intervention log is ``pacevolve_events``.
 
 One row per island per step, whether or not a candidate was evaluated: the parent's origin
 (normal, backtrack, crossover), the idea and hypothesis, what became of the proposal (evaluated,
@@ -25,7 +26,15 @@ ITERATIONS_STEM = "pacevolve_iterations"
 """File stem of the telemetry journal."""
 EVENTS_STEM = "pacevolve_events"
 """File stem of the intervention log."""
-EVENT_KINDS = ("backtrack", "crossover", "revert", "backtrack_end", "hyp_summary", "idea_prune", "memory_evict")
+EVENT_KINDS = (
+    "backtrack",
+    "crossover",
+    "revert",
+    "backtrack_end",
+    "hyp_summary",
+    "idea_prune",
+    "memory_evict",
+)
 """Kinds of intervention events."""
 
 
