@@ -30,7 +30,7 @@ class PACEvolveConfig(BaseModel):
     summariser_model: str | None = None
     """Override for the summariser role (condenses an idea's experiment records)."""
 
-    islands: int = Field(default=4, ge=1)
+    islands: int = Field(default=8, ge=1)
     """Islands (search threads); each proposes one candidate per step (the paper's Multi runs use 2,
     the reference EPLB configuration 8; see README "Intervention defaults")."""
     ideas_per_generation: int = Field(default=3, ge=1)
@@ -58,7 +58,7 @@ class PACEvolveConfig(BaseModel):
     momentum_init: float = Field(default=0.0, ge=0.0)
     """Initial momentum (the reference code's 0.0; the paper's 1.0 blocks every trigger for the
     first 43 updates at beta 0.85, epsilon 0.001)."""
-    freeze_period: int = Field(default=8, ge=0)
+    freeze_period: int = Field(default=6, ge=0)
     """Momentum updates without interventions at the start and after every intervention
     (the reference uses 15 with 1000-iteration budgets)."""
     power_law_alpha: float = Field(default=1.5, gt=0.0)

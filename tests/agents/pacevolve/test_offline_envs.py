@@ -78,14 +78,13 @@ def test_other_tiny_envs(env: str, run_agent: Callable[..., Any]) -> None:
 def test_eplb_tiny_default_config_intervenes(run_agent: Callable[..., Any]) -> None:
     """Default constants only (offline proposer): MBB triggers after the freeze and the action takes effect.
 
-    A trigger needs 9 momentum updates per island (freeze 8), about 37 evaluations with 4 islands;
-    44 leaves room for the next step to show the effect. Which action CE draws is random (with
-    the offline proposer's low progress it is mostly a backtrack), so either effect is accepted;
-    the crossover mechanics are covered in test_hcm.
+    A trigger needs 7 momentum updates per island (freeze 6), about 50-57 evaluations with 8
+    islands; 64 leaves room for the next step to show the effect. Which action CE draws is
+    random, so either effect is accepted; the crossover mechanics are covered in test_hcm.
     """
     cfg = PACEvolveConfig(model="offline/pacevolve")
-    _, run_dir = run_agent(PACEvolveAgent(cfg), "eplb-tiny", 44, seed=3)
-    cands, _, rows = check_run(run_dir, 44)
+    _, run_dir = run_agent(PACEvolveAgent(cfg), "eplb-tiny", 64, seed=3)
+    cands, _, rows = check_run(run_dir, 64)
     events = pd.read_parquet(run_dir / "pacevolve_events.parquet")
     trig = rows[rows["triggered"]]
     assert len(trig) > 0 and set(events["kind"]) & {"backtrack", "crossover"}
