@@ -14,6 +14,7 @@ from harness.envs.registry import default_registry
 
 CFG: dict[str, Any] = {
     "model": "offline/pacevolve",
+    "islands": 2,
     "freeze_period": 2,
     "momentum_init": 0.3,
     "stagnation_threshold": 0.2,
@@ -57,7 +58,7 @@ def test_eplb_tiny(run_agent: Callable[..., Any]) -> None:
 
 
 def test_selftest_tiny_one_island(run_agent: Callable[..., Any]) -> None:
-    out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**CFG, islands=1)), "selftest-tiny", 6, seed=1)
+    out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**(CFG | {"islands": 1}))), "selftest-tiny", 6, seed=1)
     cands, _, _ = check_run(run_dir, 6)
     assert (cands["status"] == "ok").all() and out.info.best_score == 1.0
 
