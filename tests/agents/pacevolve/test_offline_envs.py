@@ -58,7 +58,9 @@ def test_eplb_tiny(run_agent: Callable[..., Any]) -> None:
 
 
 def test_selftest_tiny_one_island(run_agent: Callable[..., Any]) -> None:
-    out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**(CFG | {"islands": 1}))), "selftest-tiny", 6, seed=1)
+    out, run_dir = run_agent(
+        PACEvolveAgent(PACEvolveConfig(**(CFG | {"islands": 1}))), "selftest-tiny", 6, seed=1
+    )
     cands, _, _ = check_run(run_dir, 6)
     assert (cands["status"] == "ok").all() and out.info.best_score == 1.0
 
