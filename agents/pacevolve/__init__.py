@@ -19,12 +19,13 @@ from .roles import (
     Summariser,
     Summary,
 )
-from .telemetry import IterationRow, StepObserver
+from .telemetry import EventRow, IterationRow, StepObserver, events_of
 
 __all__ = [
     "ActionWeights",
     "Advisor",
     "Classification",
+    "EventRow",
     "Implementer",
     "IslandView",
     "IterationRow",
@@ -38,6 +39,7 @@ __all__ = [
     "Summary",
     "action_weights",
     "choose_action",
+    "events_of",
     "power_law_weights",
     "progress_of",
     "relative_progress",

@@ -28,13 +28,13 @@ from harness.llm.offline import register_operators
 
 from . import offline
 from .config import PACEvolveConfig
-from .interventions import MomentumOutcome, update_and_intervene
+from .interventions import MomentumOutcome, island_progress, update_and_intervene
 from .island import AbsorbInfo, Draft, IslandEngine, Result
 from .llm_roles import LLMAdvisor, LLMImplementer, LLMSummariser
-from .momentum import Momentum, progress_of
+from .momentum import Momentum
 from .roles import Advisor, Implementer, Summariser
 from .state import IslandState, SearchState
-from .telemetry import ITERATIONS_STEM, IterationRow, StepObserver
+from .telemetry import EVENTS_STEM, ITERATIONS_STEM, EventRow, IterationRow, StepObserver, events_of
 
 FLUSH_EVERY_S = 10.0
 """Minimum seconds between Parquet snapshots of the ledger and the telemetry during a run."""
@@ -128,11 +128,13 @@ class PACEvolveAgent(Agent):
         cfg = self.cfg
         first = ctx.evaluate([Proposal(source=ctx.task.initial_program, iteration=0)])
         score = first[0].result.score if first and first[0].ok else None
-        state = SearchState(base_seed=ctx.rng.getrandbits(31), islands=[])
+        state = SearchState(base_seed=ctx.rng.getrandbits(31), islands=[], evaluations=len(first))
         ref = state.add_program(ctx.task.initial_program, score)
         state.known[ref.sha] = score
+        # s_0 of every island: the measured score of the initial program (when it failed, each
+        # island's first scored program sets it; see interventions.update_and_intervene)
         state.islands = [
-            IslandState(index=i, sota=ref, best=ref, momentum=Momentum(value=cfg.momentum_init))
+            IslandState(index=i, sota=ref, best=ref, s0=score, momentum=Momentum(value=cfg.momentum_init))
             for i in range(cfg.islands)
         ]
         ctx.save_checkpoint(state.model_dump(mode="json"))
@@ -182,6 +184,9 @@ class PACEvolveAgent(Agent):
         telemetry: RecordJournal[IterationRow] = RecordJournal(
             ctx.run_dir, ITERATIONS_STEM, IterationRow, key=lambda r: (r.step, r.island)
         )
+        events: RecordJournal[EventRow] = RecordJournal(
+            ctx.run_dir, EVENTS_STEM, EventRow, key=lambda r: (r.step, r.island, r.kind)
+        )
         state = self._restore(ctx) or self._start(ctx)
         self._state = state
         engine = IslandEngine(ctx.task, cfg, state, advisor, implementer, summariser, ctx.log)
@@ -191,6 +196,16 @@ class PACEvolveAgent(Agent):
                 rows = self._step(ctx, state, engine)
                 for row in rows:
                     telemetry.append(row)
+                    for ev in events_of(row):
+                        events.append(ev)
+                        if ev.kind in ("backtrack", "crossover"):
+                            ctx.log.info(
+                                "pacevolve: island %d %s at evaluation %d (%s)",
+                                ev.island,
+                                ev.kind,
+                                ev.evaluations,
+                                ev.detail,
+                            )
                 ctx.save_checkpoint(state.model_dump(mode="json"))
                 for obs in self.observers:
                     obs.on_step(state.step, rows)
@@ -202,6 +217,7 @@ class PACEvolveAgent(Agent):
                 if time.monotonic() - last_flush > FLUSH_EVERY_S:
                     client.ledger.flush()
                     telemetry.flush()
+                    events.flush()
                     last_flush = time.monotonic()
         finally:
             with self._usage_lock:
@@ -209,6 +225,7 @@ class PACEvolveAgent(Agent):
                     ctx.add_llm_usage(isl.pending_tokens_in, isl.pending_tokens_out, isl.pending_cost_usd)
             client.ledger.flush()
             telemetry.flush()
+            events.flush()
 
     def _parallel(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(x) for x in items]`` on up to ``llm_concurrency`` daemon threads.
@@ -306,6 +323,7 @@ class PACEvolveAgent(Agent):
             ref = state.add_program(p.source, score) if ev.ok else state.add_program(p.source, None)
             state.known[ref.sha] = score
             results[d.island] = Result(r.status.value, score, ref, r.reason[:300], True, ev.seq)
+            state.evaluations = max(state.evaluations, ev.seq + 1)
             proposals[d.island] = p
             isl = state.islands[d.island]
             with self._usage_lock:
@@ -341,8 +359,10 @@ class PACEvolveAgent(Agent):
         return IterationRow(
             step=step,
             island=isl.index,
+            evaluations=self._state.evaluations if self._state is not None else 0,
             parent_sha256=d.parent.sha,
             parent_source=d.parent_source,
+            restored_step=d.restored_step,
             outcome=d.outcome or ("evaluated" if r is not None else "none"),
             error=d.error[:500],
             idea_id=d.selection.idea_id if d.selection else -1,
@@ -356,7 +376,8 @@ class PACEvolveAgent(Agent):
             sota_score=isl.sota.score,
             relative_progress=mo.relative_progress,
             momentum=isl.momentum.value,
-            absolute_progress=progress_of(isl.best.score, ctx.task),
+            absolute_progress=island_progress(isl, ctx.task),
+            s0=isl.s0,
             triggered=mo.triggered,
             action=mo.action,
             w_backtrack=mo.w_backtrack,
@@ -364,6 +385,8 @@ class PACEvolveAgent(Agent):
             pool_size=len(isl.ideas),
             pruned_ids=" ".join(str(i) for i in info.pruned),
             summarized_idea=info.summarized_idea,
+            evicted_ids=" ".join(str(i) for i in info.evicted),
+            backtrack_ended=info.backtrack_ended,
             tokens_in=p.tokens_in if p else 0,
             tokens_out=p.tokens_out if p else 0,
             cost_usd=p.cost_usd if p else 0.0,

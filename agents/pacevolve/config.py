@@ -1,4 +1,9 @@
-"""Configuration of the PACEvolve agent; defaults are the reference implementation's values."""
+"""Configuration of the PACEvolve agent.
+
+Defaults follow the reference implementation except the intervention schedule (islands,
+momentum_init, freeze_period, stagnation_counts_failures), which is set for 100-1000-evaluation
+budgets (see README "Intervention defaults").
+"""
 
 from __future__ import annotations
 
@@ -25,8 +30,9 @@ class PACEvolveConfig(BaseModel):
     summariser_model: str | None = None
     """Override for the summariser role (condenses an idea's experiment records)."""
 
-    islands: int = Field(default=2, ge=1)
-    """Islands (search threads); each proposes one candidate per step (2 = the paper's Multi setup)."""
+    islands: int = Field(default=8, ge=1)
+    """Islands (search threads); each proposes one candidate per step (the paper's Multi runs use 2,
+    the reference EPLB configuration 8; see README "Intervention defaults")."""
     ideas_per_generation: int = Field(default=3, ge=1)
     """Ideas the advisor brainstorms every iteration."""
     novelty_hint_pool_size: int = Field(default=5, ge=0)
@@ -35,6 +41,9 @@ class PACEvolveConfig(BaseModel):
     """K_idea: active ideas per island; above it the advisor chooses ideas to prune."""
     max_hypotheses_per_idea: int = Field(default=20, ge=1)
     """K_hyp: experiment records per idea; above it they are summarised into key findings."""
+    max_abandoned_ideas: int = Field(default=20, ge=0)
+    """Cap of the failure memory of pruned ideas shown in every prompt; over it the least recently
+    relevant entry (pruned longest ago, not matched by a proposal since) is evicted."""
     idea_filter: bool = False
     """Also ask the advisor whether a selected hypothesis repeats the global log (off in the reference)."""
 
@@ -46,16 +55,22 @@ class PACEvolveConfig(BaseModel):
     """beta of the momentum EWMA m = beta * m + (1 - beta) * R."""
     stagnation_threshold: float = Field(default=0.001, ge=0.0)
     """epsilon_rel: an intervention triggers when momentum drops below it."""
-    momentum_init: float = Field(default=1.0, ge=0.0)
-    """Initial momentum (the paper's 1.0; the reference code uses 0.0)."""
-    freeze_period: int = Field(default=15, ge=0)
-    """Completed iterations without interventions at the start and after every intervention."""
+    momentum_init: float = Field(default=0.0, ge=0.0)
+    """Initial momentum (the reference code's 0.0; the paper's 1.0 blocks every trigger for the
+    first 43 updates at beta 0.85, epsilon 0.001)."""
+    freeze_period: int = Field(default=6, ge=0)
+    """Momentum updates without interventions at the start and after every intervention
+    (the reference uses 15 with 1000-iteration budgets)."""
     power_law_alpha: float = Field(default=1.5, gt=0.0)
     """Backtrack target k (0 = oldest saved state) drawn with P(k) proportional to (k + 1) ** -alpha."""
     backtrack_length: int = Field(default=5, ge=1)
     """Iterations that take their parent and idea pool from a sampled earlier state after a trigger."""
-    stagnation_counts_failures: bool = False
-    """Update momentum (with R = 0) on failed evaluations too (the reference updates on scored ones only)."""
+    backtrack_merge_back: bool = False
+    """At the end of a backtrack, merge the pre-backtrack ideas back into the pool (the reference
+    code does; off by default because the paper unlearns the abandoned line)."""
+    stagnation_counts_failures: bool = True
+    """Update momentum (with R = 0) on failed evaluations too: the paper sets R_t = 0 for every
+    generation without a new best; the reference updates on scored ones only (False)."""
 
     max_attempts: int = Field(default=3, ge=1)
     """Tries per advisor / summariser stage when a response does not follow the format."""

@@ -2,15 +2,27 @@
 
 These are the bookkeeping halves of Algorithm 1; the LLM halves (generate, classify, select,
 summarise, prune) live behind the role protocols. Everything here is deterministic.
+
+Two memories of past attempts are kept apart:
+
+* the **global log** L (``IslandState.log``) holds every attempted hypothesis for the whole run;
+  the exact-repeat filter of Alg. 1 line 12 reads all of it;
+* the **context log** is what the prompts show: the chain of attempts from
+  ``IslandState.context_head`` back along ``LogEntry.prev``. A backtrack moves the head back to
+  the restored state's, so the attempts after the backtrack point are unlearned from the
+  context (PACEvolve §3.2) while staying in L.
+
+The failure memory of pruned ideas is bounded (``max_abandoned_ideas``): over the cap the least
+recently relevant entry (pruned longest ago and not matched by a proposal since) is evicted.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from harness.runner.context import TaskSpec
 
-from .momentum import progress_of
 from .roles import Classification, Summary
 from .state import Idea, IslandState, LogEntry, PrunedIdea
 
@@ -18,6 +30,8 @@ MAX_DESCRIPTION_CHARS = 600
 """Longer idea descriptions are cut (the prompts ask for two sentences)."""
 MAX_RECORD_CHARS = 400
 """Longer experiment records are cut."""
+CONTEXT_LOG_SHOWN = 30
+"""Prompts show at most this many of the newest context-log attempts."""
 
 
 def fmt_score(score: float | None) -> str:
@@ -65,6 +79,9 @@ def apply_classification(island: IslandState, c: Classification, step: int) -> s
         idea.description = _cut(c.description, MAX_DESCRIPTION_CHARS) or idea.description
         return f"refined:{idea.id}"
     if c.kind == "known_failure":
+        for p in island.pruned:
+            if p.id == c.idea_id:  # a proposal hit it: it is still relevant
+                p.last_relevant, p.rejections = step, p.rejections + 1
         return f"rejected:{c.idea_id}"
     return f"new:{add_idea(island, c.description, step).id}"
 
@@ -97,8 +114,38 @@ def record_experiment(
 
 
 def log_attempt(island: IslandState, entry: LogEntry) -> None:
-    """Add an attempted hypothesis to the permanent global log (Alg. 1 line 15)."""
-    island.log.append(entry.model_copy(update={"hypothesis": _cut(entry.hypothesis, MAX_RECORD_CHARS)}))
+    """Add an attempted hypothesis to the global log (Alg. 1 line 15) and to the context log."""
+    head = island.context_head
+    depth = island.log[head].depth + 1 if 0 <= head < len(island.log) else 1
+    island.log.append(
+        entry.model_copy(
+            update={"hypothesis": _cut(entry.hypothesis, MAX_RECORD_CHARS), "prev": head, "depth": depth}
+        )
+    )
+    island.context_head = len(island.log) - 1
+
+
+def context_log(island: IslandState, limit: int | None = None) -> tuple[list[LogEntry], int]:
+    """The attempts the island's prompts show, oldest first, and how many there are in all.
+
+    Args:
+        island: The island.
+        limit: Return only the newest this many (None: all).
+
+    Returns:
+        The entries on the chain ending at ``context_head`` (at most ``limit``) and the chain length.
+    """
+    head = island.context_head
+    if not 0 <= head < len(island.log):
+        return [], 0
+    total = island.log[head].depth
+    out: list[LogEntry] = []
+    i = head
+    while 0 <= i < len(island.log) and (limit is None or len(out) < limit):
+        out.append(island.log[i])
+        i = island.log[i].prev
+    out.reverse()
+    return out, total
 
 
 def needs_summary(idea: Idea, cap: int) -> bool:
@@ -120,7 +167,7 @@ def excess_ideas(island: IslandState, cap: int) -> int:
 
 
 def drop_ideas(island: IslandState, ids: list[int], step: int, reason: str) -> list[int]:
-    """Move ideas from the pool to the permanent failure memory.
+    """Move ideas from the pool to the failure memory (bound it with :func:`evict_abandoned`).
 
     Returns:
         The ids actually dropped (unknown ids are ignored).
@@ -140,19 +187,44 @@ def drop_ideas(island: IslandState, ids: list[int], step: int, reason: str) -> l
                 findings=idea.history[-1] if idea.history else "no experiments",
                 step=step,
                 reason=_cut(reason, 300),
+                last_relevant=step,
             )
         )
         dropped.append(idea_id)
     return dropped
 
 
+def evict_abandoned(island: IslandState, cap: int) -> list[int]:
+    """Shrink the failure memory to ``cap`` entries, least recently relevant first.
+
+    An entry is relevant when it was pruned or when a new proposal matched it (the classifier
+    rejected the proposal as a known failure); among equally recent entries the one with fewer
+    experiments behind it (weaker evidence) and then the older id goes first.
+
+    Returns:
+        Ids of the evicted entries.
+    """
+    excess = len(island.pruned) - cap
+    if excess <= 0:
+        return []
+    order = sorted(island.pruned, key=lambda p: (p.last_relevant, p.experiments, p.step, p.id))
+    gone = {id(p) for p in order[:excess]}
+    evicted = [p.id for p in order[:excess]]
+    island.pruned = [p for p in island.pruned if id(p) not in gone]
+    island.pruned_evicted += excess
+    return evicted
+
+
 def fallback_prune(ideas: list[Idea], n_drop: int, task: TaskSpec) -> list[int]:
     """Deterministic pruning when the advisor gives no usable answer.
 
-    Drops the ideas with the lowest best progress first (untested ideas count as 0), then the
+    Drops the ideas with the worst best score first (untested ideas first of all), then the
     most tested, then the oldest.
     """
-    ranked = sorted(ideas, key=lambda i: (progress_of(i.best, task), -i.experiments, i.id))
+    sign = 1.0 if task.maximize else -1.0
+    ranked = sorted(
+        ideas, key=lambda i: (-math.inf if i.best is None else sign * i.best, -i.experiments, i.id)
+    )
     return [i.id for i in ranked[:n_drop]]
 
 
@@ -191,23 +263,24 @@ def render_pool(ideas: tuple[Idea, ...] | list[Idea], records: bool = True) -> s
     return "\n".join(out)
 
 
-def render_pruned(pruned: tuple[PrunedIdea, ...] | list[PrunedIdea]) -> str:
+def render_pruned(pruned: tuple[PrunedIdea, ...] | list[PrunedIdea], evicted: int = 0) -> str:
     """The failure memory as prompt text: ``Abandoned idea <id> [...]: description (findings)``."""
-    if not pruned:
-        return "(none)"
-    return "\n".join(
+    lines = [
         f"Abandoned idea {p.id} [experiments: {p.experiments}, best: {fmt_score(p.best)}]: "
         f"{p.description} (findings: {_cut(p.findings, 200)})"
         for p in pruned
-    )
+    ]
+    if evicted:
+        lines.insert(0, f"({evicted} older abandoned ideas no longer listed)")
+    return "\n".join(lines) if lines else "(none)"
 
 
-def render_log(log: tuple[LogEntry, ...] | list[LogEntry], limit: int = 30) -> str:
-    """The most recent ``limit`` attempted hypotheses as prompt text."""
+def render_log(log: tuple[LogEntry, ...] | list[LogEntry], total: int | None = None) -> str:
+    """Attempted hypotheses as prompt text (``total``: the length of the whole context log)."""
     if not log:
         return "(none)"
-    recent = list(log)[-limit:]
-    lines = [f"- [idea {e.idea_id}] {e.hypothesis} -> {e.outcome}" for e in recent]
-    if len(log) > limit:
-        lines.insert(0, f"({len(log) - limit} earlier attempts not shown)")
+    lines = [f"- [idea {e.idea_id}] {e.hypothesis} -> {e.outcome}" for e in log]
+    hidden = (total if total is not None else len(log)) - len(log)
+    if hidden > 0:
+        lines.insert(0, f"({hidden} earlier attempts not shown)")
     return "\n".join(lines)

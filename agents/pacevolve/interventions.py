@@ -50,6 +50,9 @@ def best_snapshot(isl: IslandState, task: TaskSpec) -> Snapshot | None:
 def start_backtrack(isl: IslandState, cfg: PACEvolveConfig) -> bool:
     """Arm a backtrack: the next ``backtrack_length`` iterations draw their state from the saved ones.
 
+    Each of them restores a saved state's idea pool, working best and context log (see
+    ``IslandEngine``), so the attempts after it are unlearned from the prompts.
+
     Returns:
         False when the island has no saved state yet (nothing happens).
     """
@@ -57,7 +60,8 @@ def start_backtrack(isl: IslandState, cfg: PACEvolveConfig) -> bool:
         return False
     isl.backtrack_left = cfg.backtrack_length
     isl.backtrack_horizon = len(isl.snapshots)
-    isl.pre_backtrack_ideas = [i.model_copy(deep=True) for i in isl.ideas]
+    if cfg.backtrack_merge_back:
+        isl.pre_backtrack_ideas = [i.model_copy(deep=True) for i in isl.ideas]
     return True
 
 
@@ -71,6 +75,11 @@ def start_crossover(
     hcm.merge_ideas(isl, state.load_ideas(snap.ideas) if snap is not None else partner.ideas, step)
 
 
+def island_progress(isl: IslandState, task: TaskSpec) -> float:
+    """The island's absolute progress A = (s_0 - s_t) / (s_0 - r) from its own initial score s_0."""
+    return progress_of(isl.best.score, isl.s0, task)
+
+
 def update_and_intervene(
     state: SearchState,
     isl: IslandState,
@@ -82,11 +91,14 @@ def update_and_intervene(
 ) -> MomentumOutcome:
     """Fold the island's best into its momentum and intervene when it stagnates.
 
+    The island's first scored program (normally the initial one, measured at the start) sets
+    its s_0 and is not a momentum update (Alg. 2 line 2 initialises from it).
+
     Args:
         state: The whole search state (partners are read from it).
         isl: The island.
         cfg: Configuration.
-        task: The task (direction and progress bounds).
+        task: The task (direction and target r).
         step: Current step.
         scored: Whether this step's candidate was scored ok.
         evaluated: Whether a candidate was evaluated at all this step.
@@ -95,9 +107,13 @@ def update_and_intervene(
         The numbers for telemetry.
     """
     out = MomentumOutcome()
+    if isl.s0 is None:
+        if isl.best.score is not None:
+            isl.s0 = isl.best.score
+        return out
     if not (scored or (cfg.stagnation_counts_failures and evaluated)):
         return out
-    out.relative_progress = isl.momentum.update(progress_of(isl.best.score, task), cfg.momentum_decay)
+    out.relative_progress = isl.momentum.update(island_progress(isl, task), cfg.momentum_decay)
     isl.completed += 1
     if not cfg.backtracking or isl.backtrack_left > 0:
         return out
@@ -108,8 +124,8 @@ def update_and_intervene(
     out.triggered = True
     partners: dict[int, float] = {}
     if cfg.crossover:
-        partners = {o.index: progress_of(o.best.score, task) for o in state.islands if o.index != isl.index}
-    weights = action_weights(progress_of(isl.best.score, task), partners)
+        partners = {o.index: island_progress(o, task) for o in state.islands if o.index != isl.index}
+    weights = action_weights(island_progress(isl, task), partners)
     out.w_backtrack = weights.backtrack
     out.w_crossover_json = json.dumps({str(j): w for j, w in weights.crossover.items()})
     rng = random.Random(derive_seed(state.base_seed, step, isl.index, "intervention"))

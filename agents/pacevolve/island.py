@@ -35,6 +35,8 @@ class Draft:
     """The parent program."""
     parent_source: str = "normal"
     """``normal``, ``backtrack:<k>`` or ``crossover:<j>``."""
+    restored_step: int = -1
+    """Step of the saved state a backtrack iteration restored (-1: none)."""
     selection: Selection | None = None
     """The selected idea and hypothesis."""
     program: str | None = None
@@ -78,6 +80,12 @@ class AbsorbInfo:
     """Idea whose records were condensed (-1: none)."""
     pruned: list[int] = field(default_factory=list)
     """Ideas pruned."""
+    evicted: list[int] = field(default_factory=list)
+    """Pruned ideas evicted from the bounded failure memory."""
+    backtrack_ended: bool = False
+    """This step was the last iteration of a backtrack."""
+    merged_back: list[int] = field(default_factory=list)
+    """Ideas of the pre-backtrack pool merged back at its end (``backtrack_merge_back``)."""
 
 
 class IslandEngine:
@@ -102,6 +110,7 @@ class IslandEngine:
 
     def view(self, isl: IslandState, step: int, parent: ProgramRef) -> IslandView:
         """A read-only view of the island for the roles."""
+        shown, total = hcm.context_log(isl, hcm.CONTEXT_LOG_SHOWN)
         return IslandView(
             task=self.task,
             island=isl.index,
@@ -112,26 +121,31 @@ class IslandEngine:
             best_score=isl.best.score,
             ideas=tuple(i.model_copy(deep=True) for i in isl.ideas),
             pruned=tuple(isl.pruned),
-            log=tuple(isl.log),
+            log=tuple(shown),
+            log_total=total,
+            pruned_evicted=isl.pruned_evicted,
         )
 
     # -- before evaluation ------------------------------------------------------------------------
-    def _choose_parent(self, isl: IslandState, step: int) -> tuple[ProgramRef, str]:
+    def _choose_parent(self, isl: IslandState, step: int) -> tuple[ProgramRef, str, int]:
         if isl.backtrack_left > 0 and isl.snapshots:
             rng = random.Random(derive_seed(self.state.base_seed, step, isl.index, "backtrack"))
             horizon = min(len(isl.snapshots), isl.backtrack_horizon or len(isl.snapshots))
             k = sample_power_law(horizon, self.cfg.power_law_alpha, rng)
             snap = isl.snapshots[k]
+            # revert to t': its idea pool, its working best, and its context log (what came
+            # after it is unlearned from the prompts; the global log keeps it for the repeat filter)
             isl.ideas = self.state.load_ideas(snap.ideas)
             isl.sota = snap.sota
+            isl.context_head = snap.context_head
             isl.backtrack_left -= 1
-            return isl.sota, f"backtrack:{k}"
+            return isl.sota, f"backtrack:{k}", snap.step
         isl.backtrack_left = 0
         if isl.crossover_parent is not None:
             parent, partner = isl.crossover_parent, isl.crossover_partner
             isl.crossover_parent, isl.crossover_partner = None, None
-            return parent, f"crossover:{partner}"
-        return isl.sota, "normal"
+            return parent, f"crossover:{partner}", -1
+        return isl.sota, "normal", -1
 
     def draft(self, isl: IslandState, step: int) -> Draft:
         """Run Algorithm 1 up to the implementation for one island.
@@ -139,8 +153,8 @@ class IslandEngine:
         Role failures become a draft with ``outcome = failed:<stage>``; ``BudgetExhausted``
         propagates.
         """
-        parent, source = self._choose_parent(isl, step)
-        d = Draft(isl.index, parent, source)
+        parent, source, restored = self._choose_parent(isl, step)
+        d = Draft(isl.index, parent, source, restored_step=restored)
         cfg = self.cfg
         try:
             proposals = self.advisor.generate_ideas(self.view(isl, step, parent), cfg.ideas_per_generation)
@@ -209,14 +223,18 @@ class IslandEngine:
             )
         if sel is not None:
             info.summarized_idea = self._hypothesis_cap(isl, step, d.parent, sel.idea_id)
-        if d.parent_source.startswith("backtrack") and isl.backtrack_left == 0 and isl.pre_backtrack_ideas:
-            hcm.merge_ideas(isl, isl.pre_backtrack_ideas, step)
+        if d.parent_source.startswith("backtrack") and isl.backtrack_left == 0:
+            info.backtrack_ended = True
+            if isl.pre_backtrack_ideas and self.cfg.backtrack_merge_back:
+                info.merged_back = hcm.merge_ideas(isl, isl.pre_backtrack_ideas, step)
             isl.pre_backtrack_ideas = None
-        info.pruned = self.idea_cap(isl, step, d.parent)
+        info.pruned, info.evicted = self.idea_cap(isl, step, d.parent)
         if result is not None and result.ok:
             with self.state_lock:
                 keys = self.state.save_ideas(isl.ideas)
-            isl.snapshots.append(Snapshot(step=step, ideas=keys, sota=isl.sota))
+            isl.snapshots.append(
+                Snapshot(step=step, ideas=keys, sota=isl.sota, context_head=isl.context_head)
+            )
         return info
 
     def _hypothesis_cap(self, isl: IslandState, step: int, parent: ProgramRef, idea_id: int) -> int:
@@ -234,23 +252,26 @@ class IslandEngine:
         hcm.apply_summary(idea, summary)
         return idea_id
 
-    def idea_cap(self, isl: IslandState, step: int, parent: ProgramRef) -> list[int]:
-        """Prune the pool back to ``max_ideas``: the advisor chooses, a fixed rule backs it up.
+    def idea_cap(self, isl: IslandState, step: int, parent: ProgramRef) -> tuple[list[int], list[int]]:
+        """Prune the pool back to ``max_ideas``, then bound the failure memory to ``max_abandoned_ideas``.
+
+        The advisor chooses the ideas to prune; a fixed rule backs it up.
 
         Returns:
-            The pruned idea ids.
+            The pruned idea ids and the ids evicted from the failure memory.
         """
         n_drop = hcm.excess_ideas(isl, self.cfg.max_ideas)
-        if n_drop == 0:
-            return []
         dropped: list[int] = []
-        try:
-            ids, reason = self.advisor.choose_pruned(self.view(isl, step, parent), n_drop)
-            dropped += hcm.drop_ideas(isl, ids[:n_drop], step, reason or "chosen by the advisor")
-        except ProposalError as e:
-            self.log.info("island %d: pruning answer unusable (%s); using the fallback rule", isl.index, e)
-        n_drop = hcm.excess_ideas(isl, self.cfg.max_ideas)
         if n_drop:
-            ids = hcm.fallback_prune(isl.ideas, n_drop, self.task)
-            dropped += hcm.drop_ideas(isl, ids, step, "fallback: lowest progress, most tested")
-        return dropped
+            try:
+                ids, reason = self.advisor.choose_pruned(self.view(isl, step, parent), n_drop)
+                dropped += hcm.drop_ideas(isl, ids[:n_drop], step, reason or "chosen by the advisor")
+            except ProposalError as e:
+                self.log.info(
+                    "island %d: pruning answer unusable (%s); using the fallback rule", isl.index, e
+                )
+            n_drop = hcm.excess_ideas(isl, self.cfg.max_ideas)
+            if n_drop:
+                ids = hcm.fallback_prune(isl.ideas, n_drop, self.task)
+                dropped += hcm.drop_ideas(isl, ids, step, "fallback: worst best score, most tested")
+        return dropped, hcm.evict_abandoned(isl, self.cfg.max_abandoned_ideas)

@@ -1,41 +1,52 @@
 """Momentum-Based Backtracking (MBB): relative progress, its EWMA, the trigger and the power-law sampler.
 
-Scores are mapped to normalised progress u = clamp((y - y_init) / (y_target - y_init), 0, 1) with
-:func:`harness.scoring.progress.normalized_progress`, which handles maximised and minimised
-metrics alike. In u the paper's gap G_t = s_t - r is proportional to 1 - u_t, so its relative
-progress
+Scores are mapped to an island's progress u = clamp((s - s_0) / (r - s_0), 0, 1), where s_0 is
+the island's measured initial score (the score of its first scored program, normally the initial
+program; PACEvolve §3.3 and Table 3) and r is the target bound (the manifest's ``y_target``).
+The sign of ``r - s_0`` carries the direction, so maximised and minimised metrics are alike. In u
+the paper's gap G_t = s_t - r is proportional to 1 - u_t, so its relative progress
 
     R_t = (G_{t-1} - G_t) / G_{t-1} = (u_t - u_{t-1}) / (1 - u_{t-1})     (0 without improvement)
 
-is the same number whatever the direction or scale of the metric. The clamp means a best score
-worse than y_init counts as no progress (the paper starts s_prev at s_0 = y_init), and no
-relative progress is computed once the target is reached (the reference's ``s_prev - r > 1e-9``).
+is the same number whatever the direction or scale of the metric, and u itself is CE's absolute
+progress A_t = (s_0 - s_t) / (s_0 - r). A best worse than s_0 counts as no progress (Alg. 2
+starts s_prev at s_0), and no relative progress is computed once the target is reached (the
+reference's ``s_prev - r > 1e-9``).
 """
 
 from __future__ import annotations
 
+import math
 import random
 
 from pydantic import BaseModel, ConfigDict
 
 from harness.runner.context import TaskSpec
-from harness.scoring.progress import normalized_progress
 
 GAP_EPSILON = 1e-9
-"""Below this remaining gap (in u) relative progress is not computed."""
+"""Below this remaining gap (in u, or in score units for s_0 - r) relative progress is not computed."""
 
 
-def progress_of(score: float | None, task: TaskSpec) -> float:
-    """Absolute progress u in [0, 1] of a score on a task (0 for a missing score).
+def progress_of(score: float | None, s0: float | None, task: TaskSpec) -> float:
+    """Absolute progress A in [0, 1] of a score, measured from an island's initial score s_0.
 
     Args:
         score: A combined score, or None.
-        task: The task (its direction is implied by ``progress.y_init`` and ``progress.y_target``).
+        s0: The island's initial score (None: not measured yet, so no progress).
+        task: The task: its direction and target r = ``task.progress.y_target``.
 
     Returns:
-        The clamped normalised progress; this is also CE's absolute progress A = (s_0 - s)/(s_0 - r).
+        clamp((score - s0) / (r - s0), 0, 1), direction-aware; 0 for a missing or non-finite score.
+        When s0 already meets the target (no gap to close) it is 1 for a score meeting the
+        target and 0 otherwise (the reference's rule).
     """
-    return normalized_progress(score, task.progress.y_init, task.progress.y_target)
+    if score is None or s0 is None or not math.isfinite(score) or not math.isfinite(s0):
+        return 0.0
+    r = task.progress.y_target
+    gap = (r - s0) if task.maximize else (s0 - r)
+    if gap <= GAP_EPSILON:
+        return 1.0 if (score >= r if task.maximize else score <= r) else 0.0
+    return min(1.0, max(0.0, (score - s0) / (r - s0)))
 
 
 def relative_progress(u_prev: float, u_now: float) -> float:
@@ -62,7 +73,7 @@ class Momentum(BaseModel):
     value: float = 1.0
     """Current momentum m (the paper starts at 1.0)."""
     u_prev: float = 0.0
-    """Progress of the best score so far (0 = the initial score s_0)."""
+    """Progress of the best score so far (0 = the island's initial score s_0)."""
     updates: int = 0
     """Updates applied."""
 

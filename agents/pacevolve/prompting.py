@@ -60,8 +60,8 @@ def _common(view: IslandView) -> dict[str, object]:
         "task_summary": _summary(task.prompt),
         "program_block": fenced(view.program, task.language.value),
         "idea_pool": render_pool(view.ideas),
-        "pruned": render_pruned(view.pruned),
-        "tried": render_log(view.log),
+        "pruned": render_pruned(view.pruned, view.pruned_evicted),
+        "tried": render_log(view.log, view.log_total),
         "entry_point": task.entry_point,
         "signature": task.signature,
     }

@@ -56,9 +56,13 @@ class IslandView:
     ideas: tuple[Idea, ...]
     """The active idea pool."""
     pruned: tuple[PrunedIdea, ...]
-    """Pruned ideas (failure memory)."""
+    """Pruned ideas (the bounded failure memory)."""
     log: tuple[LogEntry, ...]
-    """Attempted hypotheses (global log)."""
+    """The newest attempts of the island's context log (what a backtrack unlearned is not here)."""
+    log_total: int = 0
+    """Length of the whole context log (``log`` may show only its end)."""
+    pruned_evicted: int = 0
+    """Pruned ideas evicted from the failure memory (no longer in ``pruned``)."""
 
     def idea(self, idea_id: int) -> Idea | None:
         """The pool idea with this id, if any."""

@@ -14,8 +14,8 @@ from harness.evaluation.result import program_sha256
 
 from .momentum import Momentum
 
-STATE_VERSION = 1
-"""Version of the checkpoint layout."""
+STATE_VERSION = 2
+"""Version of the checkpoint layout (2: s0, context chain, bounded failure memory)."""
 
 
 class _Model(BaseModel):
@@ -58,6 +58,10 @@ class PrunedIdea(_Model):
     """Step it was pruned at."""
     reason: str = ""
     """Why (the advisor's reason, ``fallback`` or ``known failure``)."""
+    last_relevant: int = 0
+    """Last step it mattered: pruned then, or matched by a new proposal (eviction is least recent first)."""
+    rejections: int = 0
+    """Proposals rejected as repeats of it."""
 
 
 class LogEntry(_Model):
@@ -73,6 +77,12 @@ class LogEntry(_Model):
     """``ok``, a failed evaluation status, or why it was not evaluated."""
     score: float | None = None
     """Its score when evaluated ok."""
+    prev: int = -1
+    """Index in the island's log of the previous attempt on the same line of search (-1: none).
+    Following ``prev`` from the island's ``context_head`` gives the attempts its prompts show; a
+    backtrack moves the head back, which unlearns the attempts after the restored state."""
+    depth: int = 1
+    """Attempts on this line of search up to and including this one."""
 
 
 class ProgramRef(_Model):
@@ -94,6 +104,8 @@ class Snapshot(_Model):
     snapshots, so each version is stored once)."""
     sota: ProgramRef
     """The working best program then."""
+    context_head: int = -1
+    """The island's ``context_head`` then (its visible experiment log)."""
 
 
 class IslandState(_Model):
@@ -106,9 +118,16 @@ class IslandState(_Model):
     next_idea_id: int = 1
     """Id of the next new idea."""
     pruned: list[PrunedIdea] = []
-    """Permanent memory of pruned ideas."""
+    """Failure memory of pruned ideas (at most ``max_abandoned_ideas``, least recently relevant evicted)."""
+    pruned_evicted: int = 0
+    """Pruned ideas dropped from ``pruned`` because it was over ``max_abandoned_ideas``."""
     log: list[LogEntry] = []
-    """Permanent log of attempted hypotheses."""
+    """Permanent log of attempted hypotheses (the exact-repeat filter reads all of it)."""
+    context_head: int = -1
+    """Index of the newest attempt the prompts show (-1: none); see :attr:`LogEntry.prev`."""
+    s0: float | None = None
+    """MBB / CE initial score s_0: the score of the island's first scored program (normally the
+    initial program, measured at the start of the run)."""
     sota: ProgramRef
     """Working best program: the parent of normal iterations."""
     best: ProgramRef
@@ -160,6 +179,8 @@ class SearchState(_Model):
     """sha256 -> score (None: not ok) of every program evaluated in the run."""
     empty_steps: int = 0
     """Consecutive steps without a candidate to evaluate."""
+    evaluations: int = 0
+    """Evaluations made in the run so far (the initial program included)."""
 
     def add_program(self, source: str, score: float | None) -> ProgramRef:
         """Store a program's text and return a reference to it."""

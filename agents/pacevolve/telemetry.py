@@ -1,4 +1,6 @@
-"""Per-iteration telemetry (``pacevolve_iterations.jsonl`` / ``.parquet``) and the step hook.
+"""Per-iteration telemetry (``pacevolve_iterations``), the intervention log and the step hook.
+
+The intervention log is ``pacevolve_events``.
 
 One row per island per step, whether or not a candidate was evaluated: the parent's origin
 (normal, backtrack, crossover), the idea and hypothesis, what became of the proposal (evaluated,
@@ -6,6 +8,12 @@ duplicate, a failed stage and why), the MBB / CE numbers (R, m, A, weights, acti
 pool events. Failed proposals are recorded here; evaluated ones also appear in the runner's
 ``candidates.parquet`` (joined by ``seq``). A step redone after a resume appends its rows again;
 the Parquet snapshot keeps the last row per (step, island).
+
+The event log has one row per intervention, derived from the iteration rows: MBB / CE actions
+(``backtrack``, ``crossover``), each backtrack iteration's revert to a saved state (``revert``)
+and the end of a backtrack (``backtrack_end``), and the HCM consolidations (``hyp_summary``:
+K_hyp records condensed; ``idea_prune``: pool cut back to K_idea; ``memory_evict``: failure
+memory cut back to its cap). ``evaluations`` says when: the run's evaluation count after the step.
 """
 
 from __future__ import annotations
@@ -16,6 +24,18 @@ from pydantic import BaseModel, ConfigDict
 
 ITERATIONS_STEM = "pacevolve_iterations"
 """File stem of the telemetry journal."""
+EVENTS_STEM = "pacevolve_events"
+"""File stem of the intervention log."""
+EVENT_KINDS = (
+    "backtrack",
+    "crossover",
+    "revert",
+    "backtrack_end",
+    "hyp_summary",
+    "idea_prune",
+    "memory_evict",
+)
+"""Kinds of intervention events."""
 
 
 class IterationRow(BaseModel):
@@ -29,8 +49,12 @@ class IterationRow(BaseModel):
     """Island number."""
     parent_sha256: str
     """Parent program."""
+    evaluations: int = 0
+    """Evaluations made in the run after this step (the initial program included)."""
     parent_source: str
     """``normal``, ``backtrack:<k>`` (k = saved state drawn) or ``crossover:<j>`` (partner island)."""
+    restored_step: int = -1
+    """Step of the saved state a backtrack iteration restored (-1: none)."""
     outcome: str
     """``evaluated``, ``duplicate`` (program already scored), ``repeat`` (hypothesis in the
     global log), ``budget`` (cut from the batch), or ``failed:<stage>``."""
@@ -59,7 +83,9 @@ class IterationRow(BaseModel):
     momentum: float = 0.0
     """m after the step."""
     absolute_progress: float = 0.0
-    """A of the island after the step."""
+    """A of the island after the step, from its own s_0."""
+    s0: float | None = None
+    """The island's initial score s_0 (None until it has a scored program)."""
     triggered: bool = False
     """Whether MBB triggered an intervention."""
     action: str = ""
@@ -74,12 +100,76 @@ class IterationRow(BaseModel):
     """Ideas pruned this step (space-separated)."""
     summarized_idea: int = -1
     """Idea whose records were condensed this step (-1: none)."""
+    evicted_ids: str = ""
+    """Pruned ideas evicted from the bounded failure memory this step (space-separated)."""
+    backtrack_ended: bool = False
+    """This step was the last iteration of a backtrack."""
     tokens_in: int = 0
     """Prompt tokens attributed to this candidate."""
     tokens_out: int = 0
     """Completion tokens attributed to this candidate."""
     cost_usd: float = 0.0
     """Cost attributed to this candidate."""
+
+
+class EventRow(BaseModel):
+    """One intervention: what happened to which island, and when."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    step: int
+    """Agent step."""
+    island: int
+    """Island number."""
+    evaluations: int
+    """Evaluations made in the run after the step."""
+    kind: str
+    """One of :data:`EVENT_KINDS`."""
+    detail: str = ""
+    """Partner, saved state, idea ids, weights."""
+    momentum: float = 0.0
+    """m after the step."""
+    absolute_progress: float = 0.0
+    """A of the island after the step."""
+
+
+def events_of(row: IterationRow) -> list[EventRow]:
+    """The intervention events of one iteration row (empty when nothing happened)."""
+    out: list[tuple[str, str]] = []
+    if row.action.startswith("backtrack"):
+        out.append(("backtrack", f"{row.action}; w_BT {_fmt(row.w_backtrack)}, w_C {row.w_crossover_json}"))
+    elif row.action.startswith("crossover"):
+        partner = row.action.split(":", 1)[1]
+        out.append(
+            ("crossover", f"partner {partner}; w_BT {_fmt(row.w_backtrack)}, w_C {row.w_crossover_json}")
+        )
+    if row.parent_source.startswith("backtrack:"):
+        k = row.parent_source.split(":", 1)[1]
+        out.append(("revert", f"saved state {k} (after step {row.restored_step})"))
+    if row.backtrack_ended:
+        out.append(("backtrack_end", ""))
+    if row.summarized_idea >= 0:
+        out.append(("hyp_summary", f"idea {row.summarized_idea}"))
+    if row.pruned_ids:
+        out.append(("idea_prune", f"ideas {row.pruned_ids}"))
+    if row.evicted_ids:
+        out.append(("memory_evict", f"abandoned ideas {row.evicted_ids}"))
+    return [
+        EventRow(
+            step=row.step,
+            island=row.island,
+            evaluations=row.evaluations,
+            kind=kind,
+            detail=detail,
+            momentum=row.momentum,
+            absolute_progress=row.absolute_progress,
+        )
+        for kind, detail in out
+    ]
+
+
+def _fmt(x: float | None) -> str:
+    return "none" if x is None else f"{x:.4g}"
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ from harness.runner.context import BudgetExhausted, TaskSpec
 
 CFG: dict[str, Any] = {
     "model": "offline/pacevolve",
+    "islands": 2,
     "freeze_period": 2,
     "momentum_init": 0.3,
     "stagnation_threshold": 0.2,
@@ -147,3 +148,69 @@ def test_minimised_metrics_and_the_optional_filters(task_factory: Any, fake_ctx:
     assert (rows["relative_progress"].fillna(0) > 0).any()
     calls = pd.read_parquet(tmp_path / "llm_calls.parquet")
     assert "repetition_check" in set(calls["stage"])
+
+
+def test_s0_is_the_measured_initial_score_not_the_manifest_and_survives_resume(
+    task_factory: Any, fake_ctx: Any, tmp_path: Path
+) -> None:
+    wrong = task_factory(maximize=True, y_init=0.1, y_target=1.0)  # the initial program scores 0.625
+    ctx = run(fake_ctx(wrong, 10, seed=3, run_dir=tmp_path))
+    state = ctx.checkpoint["state"]
+    assert [isl["s0"] for isl in state["islands"]] == [pytest.approx(0.625)] * 2
+    rows = pd.read_parquet(tmp_path / "pacevolve_iterations.parquet")
+    assert rows["s0"].tolist() == pytest.approx([0.625] * len(rows))
+    expected = ((rows["island_best"] - 0.625) / (1.0 - 0.625)).clip(0, 1)
+    assert rows["absolute_progress"].to_numpy() == pytest.approx(expected.to_numpy())
+    resumed = agent()
+    more = fake_ctx(wrong, 14, seed=3, run_dir=tmp_path, checkpoint=ctx.checkpoint, journal=ctx.journal)
+    run(more, resumed)
+    assert resumed._state is not None and [i.s0 for i in resumed._state.islands] == [pytest.approx(0.625)] * 2
+
+
+def test_a_failed_initial_program_leaves_s0_to_the_first_scored_one(task_factory: Any) -> None:
+    from agents.pacevolve.interventions import update_and_intervene
+    from agents.pacevolve.state import IslandState, SearchState
+
+    task = task_factory(maximize=True, y_init=0.0, y_target=1.0)
+    state = SearchState(base_seed=1, islands=[])
+    ref = state.add_program(task.initial_program, None)
+    isl = IslandState(index=0, sota=ref, best=ref)
+    state.islands = [isl]
+    cfg = PACEvolveConfig(model="offline/pacevolve", islands=1)
+    out = update_and_intervene(state, isl, cfg, task, 1, scored=False, evaluated=True)
+    assert isl.s0 is None and out.relative_progress is None and isl.completed == 0
+    isl.best = state.add_program("x = 1", 0.4)
+    out = update_and_intervene(state, isl, cfg, task, 2, scored=True, evaluated=True)
+    assert isl.s0 == 0.4 and out.relative_progress is None and isl.completed == 0  # Alg. 2 line 2
+    isl.best = state.add_program("x = 2", 0.7)
+    out = update_and_intervene(state, isl, cfg, task, 3, scored=True, evaluated=True)
+    assert out.relative_progress == pytest.approx(0.5) and isl.completed == 1  # (0.7-0.4)/(1-0.4)
+
+
+def test_events_name_every_intervention_with_its_evaluation_count() -> None:
+    from agents.pacevolve.telemetry import events_of
+
+    base: dict[str, Any] = {"step": 7, "island": 1, "evaluations": 29, "parent_sha256": "p"}
+    assert events_of(IterationRow(**base, parent_source="normal", outcome="evaluated")) == []
+    row = IterationRow(
+        **base,
+        parent_source="backtrack:2",
+        restored_step=3,
+        outcome="evaluated",
+        triggered=True,
+        action="crossover:0",
+        w_backtrack=0.25,
+        w_crossover_json='{"0": 0.75}',
+        summarized_idea=4,
+        pruned_ids="5 6",
+        evicted_ids="1",
+        backtrack_ended=True,
+    )
+    events = events_of(row)
+    assert [e.kind for e in events] == [
+        "crossover", "revert", "backtrack_end", "hyp_summary", "idea_prune", "memory_evict",
+    ]  # fmt: skip
+    assert all(e.evaluations == 29 and e.step == 7 and e.island == 1 for e in events)
+    assert events[0].detail.startswith("partner 0") and events[1].detail == "saved state 2 (after step 3)"
+    bt = events_of(IterationRow(**base, parent_source="normal", outcome="evaluated", action="backtrack"))
+    assert [e.kind for e in bt] == ["backtrack"]

@@ -65,7 +65,7 @@ class ScriptedRoles:
 def make_state(task: TaskSpec, n_islands: int = 1, score: float | None = 0.1) -> SearchState:
     state = SearchState(base_seed=5, islands=[])
     ref = state.add_program(task.initial_program, score)
-    state.islands = [IslandState(index=i, sota=ref, best=ref) for i in range(n_islands)]
+    state.islands = [IslandState(index=i, sota=ref, best=ref, s0=score) for i in range(n_islands)]
     return state
 
 
@@ -129,16 +129,16 @@ def test_idea_cap_prunes_with_the_advisor_then_the_fallback(task: TaskSpec) -> N
         hcm.add_idea(isl, f"Idea {k}.", 0)
     isl.ideas[0].best, isl.ideas[0].experiments = 0.5, 3
     isl.ideas[3].best, isl.ideas[3].experiments = 0.2, 1
-    dropped = eng.idea_cap(isl, 7, isl.sota)
-    # the advisor named only idea 2; the fallback drops the lowest-progress, most-tested remaining idea
-    assert dropped == [2, 3]
+    dropped, evicted = eng.idea_cap(isl, 7, isl.sota)
+    # the advisor named only idea 2; the fallback drops the worst-scoring, most-tested remaining idea
+    assert dropped == [2, 3] and evicted == []
     assert [i.id for i in isl.ideas] == [1, 4]
     assert [(p.id, p.step) for p in isl.pruned] == [(2, 7), (3, 7)]
     assert isl.pruned[0].reason == "stale" and isl.pruned[1].reason.startswith("fallback")
     roles.fail.add("prune")
     hcm.add_idea(isl, "Idea 5.", 8)
-    assert eng.idea_cap(isl, 8, isl.sota) == [5]  # fallback only; an untested idea has progress 0
-    assert eng.idea_cap(isl, 9, isl.sota) == []
+    assert eng.idea_cap(isl, 8, isl.sota) == ([5], [])  # fallback only; an untested idea goes first
+    assert eng.idea_cap(isl, 9, isl.sota) == ([], [])
 
 
 def test_failure_memory_blocks_repeats_before_any_code_is_written(task: TaskSpec) -> None:
@@ -176,10 +176,19 @@ def test_merge_skips_ideas_already_held(task: TaskSpec) -> None:
     assert isl.ideas[-1].description == "Sort." and isl.next_idea_id == 3
 
 
-def test_backtrack_draws_saved_states_then_merges_the_old_pool(task: TaskSpec) -> None:
+def test_backtrack_draws_saved_states_then_merges_the_old_pool_when_asked(task: TaskSpec) -> None:
     state = make_state(task, n_islands=1)
     roles = ScriptedRoles(verdict=Classification("refine", 1, "Use a heap."))
-    eng = engine(task, state, roles, freeze_period=0, stagnation_threshold=0.8, backtrack_length=2)
+    eng = engine(
+        task,
+        state,
+        roles,
+        freeze_period=0,
+        stagnation_threshold=0.8,
+        backtrack_length=2,
+        momentum_init=1.0,
+        backtrack_merge_back=True,
+    )
     isl = state.islands[0]
     hcm.add_idea(isl, "Use a heap.", 0)
     for step in (1, 2):
@@ -221,3 +230,83 @@ def test_crossover_takes_the_partner_best_program_and_ideas(task: TaskSpec) -> N
     d = eng.draft(stuck, 4)
     assert d.parent_source == "crossover:1" and d.parent == strong_ref and "9.0" in (d.program or "")
     assert stuck.crossover_parent is None
+
+
+def _attempt(eng: IslandEngine, state: SearchState, roles: ScriptedRoles, step: int, score: float) -> None:
+    isl = state.islands[0]
+    roles.selection = Selection(1, f"heap variant {step}")
+    d = eng.draft(isl, step)
+    ref = state.add_program(d.program or "", score)
+    eng.absorb(isl, d, step, Result("ok", score, ref))
+
+
+def test_backtrack_unlearns_the_context_log_but_keeps_the_global_log(task: TaskSpec) -> None:
+    state = make_state(task)
+    roles = ScriptedRoles(verdict=Classification("refine", 1, "Use a heap."))
+    eng = engine(task, state, roles, backtrack_length=1, power_law_alpha=50.0)  # alpha 50: k = 0 for sure
+    isl = state.islands[0]
+    hcm.add_idea(isl, "Use a heap.", 0)
+    for step in (1, 2, 3):
+        _attempt(eng, state, roles, step, 0.1)
+    assert [e.hypothesis for e in hcm.context_log(isl)[0]] == [f"heap variant {s}" for s in (1, 2, 3)]
+    assert isl.snapshots[0].context_head == 0 and len(isl.ideas[0].history) == 3
+    isl.backtrack_left, isl.backtrack_horizon = 1, 3
+    roles.selection = Selection(1, "heap variant 4")
+    d = eng.draft(isl, 4)
+    assert d.parent_source == "backtrack:0" and d.restored_step == 1
+    # the prompt of the backtrack iteration sees the state after step 1 only
+    view = eng.view(isl, 4, d.parent)
+    assert [e.hypothesis for e in view.log] == ["heap variant 1"] and view.log_total == 1
+    assert len(view.ideas[0].history) == 1
+    ref = state.add_program(d.program or "", 0.1)
+    info = eng.absorb(isl, d, 4, Result("ok", 0.1, ref))
+    assert info.backtrack_ended and info.merged_back == []  # the paper unlearns; no merge-back by default
+    shown, total = hcm.context_log(isl)
+    assert [e.hypothesis for e in shown] == ["heap variant 1", "heap variant 4"] and total == 2
+    assert len(isl.log) == 4  # the global log keeps everything ...
+    roles.selection = Selection(1, "Heap variant 3!")
+    assert eng.draft(isl, 5).outcome == "repeat"  # ... so unlearned attempts are still never re-run
+
+
+def test_context_log_shows_the_newest_attempts_with_a_count(task: TaskSpec) -> None:
+    isl = make_state(task).islands[0]
+    for step in range(1, 41):
+        hcm.log_attempt(isl, hcm.LogEntry(step=step, idea_id=1, hypothesis=f"h{step}", outcome="ok"))
+    shown, total = hcm.context_log(isl, 30)
+    assert total == 40 and [e.step for e in shown] == list(range(11, 41))
+    text = hcm.render_log(shown, total)
+    assert text.startswith("(10 earlier attempts not shown)") and "h40" in text and "h10 " not in text
+
+
+def test_failure_memory_is_bounded_least_recently_relevant_first(task: TaskSpec) -> None:
+    state = make_state(task)
+    roles = ScriptedRoles()
+    eng = engine(task, state, roles, max_ideas=1, max_abandoned_ideas=3)
+    isl = state.islands[0]
+    hcm.add_idea(isl, "Idea 1.", 0)
+    for step in range(1, 6):  # one idea too many every step: idea <step> is pruned at <step>
+        hcm.add_idea(isl, f"Idea {step + 1}.", step)
+        roles.drop = [step]
+        if step == 4:  # a new proposal matched abandoned idea 1: it is relevant again
+            assert hcm.apply_classification(isl, Classification("known_failure", 1, ""), 4) == "rejected:1"
+        dropped, evicted = eng.idea_cap(isl, step, isl.sota)
+        assert dropped == [step] and evicted == {4: [2], 5: [3]}.get(step, [])
+    assert [p.id for p in isl.pruned] == [1, 4, 5] and isl.pruned_evicted == 2
+    assert isl.pruned[0].rejections == 1 and isl.pruned[0].last_relevant == 4
+    text = hcm.render_pruned(isl.pruned, isl.pruned_evicted)
+    assert text.startswith("(2 older abandoned ideas no longer listed)") and text.count("Abandoned idea") == 3
+    assert eng.view(isl, 6, isl.sota).pruned_evicted == 2
+
+
+def test_eviction_order_prefers_recent_relevance_then_more_evidence(task: TaskSpec) -> None:
+    isl = make_state(task).islands[0]
+    for k, (step, n_exp) in enumerate([(1, 5), (2, 1), (2, 9), (4, 0)], start=1):
+        isl.pruned.append(
+            hcm.PrunedIdea(id=k, description=f"d{k}", experiments=n_exp, best=None, findings="", step=step,
+                           last_relevant=step)
+        )  # fmt: skip
+    isl.pruned[0].last_relevant = 6  # re-proposed at step 6: kept although pruned first
+    assert hcm.evict_abandoned(isl, 2) == [2, 3]  # step 2 twice: the one with fewer experiments goes first
+    assert [p.id for p in isl.pruned] == [1, 4] and isl.pruned_evicted == 2
+    assert hcm.evict_abandoned(isl, 2) == []
+    assert hcm.evict_abandoned(isl, 0) == [4, 1] and isl.pruned == []

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from agents.pacevolve.momentum import (
     Momentum,
@@ -17,11 +19,28 @@ from agents.pacevolve.momentum import (
     sample_power_law,
     should_intervene,
 )
+from harness.envs.manifest import Direction, Language, Progress
+from harness.runner.context import TaskSpec
+
+
+def make_task(maximize: bool, y_init: float, y_target: float) -> TaskSpec:
+    return TaskSpec(
+        env_id="unit-tiny",
+        prompt="",
+        initial_program="",
+        language=Language.PYTHON,
+        entry_point="f",
+        signature="f()",
+        direction=Direction.MAXIMIZE if maximize else Direction.MINIMIZE,
+        combined="score",
+        metrics=(),
+        progress=Progress(y_init=y_init, y_target=y_target),
+    )
 
 
 def test_relative_progress_matches_the_paper_formula_for_minimised_llm_sr(task_factory: Callable) -> None:
     task = task_factory(maximize=False, y_init=-2.0, y_target=-10.0)  # log10 NMSE, r = -10, s0 = -2
-    u_prev, u_now = progress_of(-4.0, task), progress_of(-5.0, task)
+    u_prev, u_now = progress_of(-4.0, -2.0, task), progress_of(-5.0, -2.0, task)
     r = relative_progress(u_prev, u_now)
     assert r == pytest.approx(1 / 6)  # (s_prev - s)/(s_prev - r) = 1 / 6
     assert r == pytest.approx((-4.0 - -5.0) / (-4.0 - -10.0))
@@ -30,9 +49,9 @@ def test_relative_progress_matches_the_paper_formula_for_minimised_llm_sr(task_f
 def test_relative_progress_is_direction_and_scale_free(task_factory: Callable) -> None:
     up = task_factory(maximize=True, y_init=0.2, y_target=0.9)
     down = task_factory(maximize=False, y_init=10.0, y_target=3.0)
-    r_up = relative_progress(progress_of(0.3, up), progress_of(0.5, up))
+    r_up = relative_progress(progress_of(0.3, 0.2, up), progress_of(0.5, 0.2, up))
     # the same fractions of the gap on the minimised task
-    r_down = relative_progress(progress_of(10 - 1.0, down), progress_of(10 - 3.0, down))
+    r_down = relative_progress(progress_of(10 - 1.0, 10.0, down), progress_of(10 - 3.0, 10.0, down))
     assert r_up == pytest.approx((0.5 - 0.3) / (0.9 - 0.3))
     assert r_up == pytest.approx(r_down)
 
@@ -42,8 +61,28 @@ def test_no_progress_cases(task_factory: Callable) -> None:
     assert relative_progress(0.4, 0.3) == 0.0  # a worse best never happens, but is 0 anyway
     assert relative_progress(1.0, 1.0) == 0.0  # target reached: no gap left
     task = task_factory(maximize=True, y_init=0.5, y_target=1.0)
-    assert progress_of(0.1, task) == 0.0  # worse than s0 counts as s0
-    assert progress_of(None, task) == 0.0
+    assert progress_of(0.1, 0.5, task) == 0.0  # worse than s0 counts as s0
+    assert progress_of(None, 0.5, task) == 0.0
+    assert progress_of(0.7, None, task) == 0.0  # s0 not measured yet
+    assert progress_of(float("nan"), 0.5, task) == 0.0
+
+
+def test_progress_is_measured_from_the_islands_own_s0_not_the_manifest(task_factory: Callable) -> None:
+    task = task_factory(maximize=True, y_init=0.2, y_target=1.0)
+    # Table 3: A = (s0 - s)/(s0 - r) with s0 the island's initial score; the manifest's y_init is not used
+    assert progress_of(0.8, 0.6, task) == pytest.approx((0.6 - 0.8) / (0.6 - 1.0))
+    assert progress_of(0.6, 0.6, task) == 0.0
+    assert progress_of(0.8, 0.2, task) == pytest.approx(0.75)
+    low = task_factory(maximize=False, y_init=-2.0, y_target=-10.0)
+    assert progress_of(-6.0, -4.0, low) == pytest.approx(1 / 3)
+
+
+def test_progress_when_s0_already_meets_the_target(task_factory: Callable) -> None:
+    task = task_factory(maximize=True, y_init=0.2, y_target=0.5)
+    assert progress_of(0.6, 0.6, task) == 1.0  # no gap left: the reference's rule
+    low = task_factory(maximize=False, y_init=1.0, y_target=0.0)
+    assert progress_of(0.0, 0.0, low) == 1.0
+    assert progress_of(1.0, -0.5, low) == 0.0  # cannot happen for a best, but defined
 
 
 def test_momentum_from_one_falls_below_threshold_after_43_stagnant_steps() -> None:
@@ -115,3 +154,28 @@ def test_power_law_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         power_law_weights(3, 0.0)
     assert sample_power_law(1, 1.5, random.Random(1)) == 0
+
+
+scores = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+
+
+@given(s0=scores, r=scores, a=scores, b=scores, maximize=st.booleans())
+def test_progress_properties(s0: float, r: float, a: float, b: float, maximize: bool) -> None:
+    """A is in [0, 1], 0 at s0, 1 at r, monotone in the score, and R matches the paper's raw formula."""
+    assume(abs(r - s0) > 1e-3 and (r > s0) == maximize)  # r lies in the direction of improvement
+    task = make_task(maximize, y_init=r + 1.0, y_target=r)  # y_init is not used by progress_of
+    pa, pb = progress_of(a, s0, task), progress_of(b, s0, task)
+    assert 0.0 <= pa <= 1.0
+    assert progress_of(s0, s0, task) == 0.0 and progress_of(r, s0, task) == 1.0
+    if task.better(a, b):
+        assert pa >= pb
+    # R_t = (G_prev - G_now) / G_prev with G = |s - r|, for bests between s0 and r
+    lo, hi = sorted((s0, r))
+    prev, now = min(max(a, lo), hi), min(max(b, lo), hi)
+    if task.better(prev, now):
+        prev, now = now, prev
+    g_prev, g_now = abs(prev - r), abs(now - r)
+    assume(g_prev > 1e-6 * abs(r - s0))
+    expected = (g_prev - g_now) / g_prev
+    got = relative_progress(progress_of(prev, s0, task), progress_of(now, s0, task))
+    assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)

@@ -14,6 +14,7 @@ from harness.envs.registry import default_registry
 
 CFG: dict[str, Any] = {
     "model": "offline/pacevolve",
+    "islands": 2,
     "freeze_period": 2,
     "momentum_init": 0.3,
     "stagnation_threshold": 0.2,
@@ -57,7 +58,9 @@ def test_eplb_tiny(run_agent: Callable[..., Any]) -> None:
 
 
 def test_selftest_tiny_one_island(run_agent: Callable[..., Any]) -> None:
-    out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**CFG, islands=1)), "selftest-tiny", 6, seed=1)
+    out, run_dir = run_agent(
+        PACEvolveAgent(PACEvolveConfig(**(CFG | {"islands": 1}))), "selftest-tiny", 6, seed=1
+    )
     cands, _, _ = check_run(run_dir, 6)
     assert (cands["status"] == "ok").all() and out.info.best_score == 1.0
 
@@ -72,3 +75,37 @@ def test_other_tiny_envs(env: str, run_agent: Callable[..., Any]) -> None:
         pytest.skip(f"{env} is not registered")
     out, run_dir = run_agent(PACEvolveAgent(PACEvolveConfig(**CFG)), env, 3, seed=1)
     check_run(run_dir, 3)
+
+
+@pytest.mark.slow
+def test_eplb_tiny_default_config_intervenes(run_agent: Callable[..., Any]) -> None:
+    """Default constants only (offline proposer): MBB triggers after the freeze and the action takes effect.
+
+    A trigger needs 7 momentum updates per island (freeze 6), about 50-57 evaluations with 8
+    islands; 64 leaves room for the next step to show the effect. Which action CE draws is
+    random, so either effect is accepted; the crossover mechanics are covered in test_hcm.
+    """
+    cfg = PACEvolveConfig(model="offline/pacevolve")
+    _, run_dir = run_agent(PACEvolveAgent(cfg), "eplb-tiny", 64, seed=3)
+    cands, _, rows = check_run(run_dir, 64)
+    events = pd.read_parquet(run_dir / "pacevolve_events.parquet")
+    trig = rows[rows["triggered"]]
+    assert len(trig) > 0 and set(events["kind"]) & {"backtrack", "crossover"}
+    assert (trig["momentum"] < cfg.stagnation_threshold).all() and (trig["step"] > cfg.freeze_period).all()
+    assert "idea_prune" in set(events["kind"])
+    effects = 0
+    for _, t in trig.iterrows():
+        nxt = rows[(rows["island"] == t["island"]) & (rows["step"] == t["step"] + 1)]
+        if nxt.empty:
+            continue  # the budget ended first
+        n = nxt.iloc[0]
+        if t["action"] == "backtrack":  # a revert to a saved state from before the trigger
+            assert n["parent_source"].startswith("backtrack:") and 0 < n["restored_step"] <= t["step"]
+        else:  # crossover: the partner's best program is the next parent
+            partner = int(t["action"].split(":")[1])
+            assert n["parent_source"] == t["action"]
+            best = rows[(rows["island"] == partner) & (rows["step"] == t["step"])].iloc[0]["island_best"]
+            parent = cands[cands["program_sha256"] == n["parent_sha256"]]
+            assert parent["score"].iloc[0] == pytest.approx(best)
+        effects += 1
+    assert effects > 0

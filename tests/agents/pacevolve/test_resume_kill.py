@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 N = 14
-CONFIG = {"freeze_period": 2, "momentum_init": 0.3, "stagnation_threshold": 0.2, "max_ideas": 3}
+CONFIG = {"islands": 2, "freeze_period": 2, "momentum_init": 0.3, "stagnation_threshold": 0.2, "max_ideas": 3}
 BENCH = [sys.executable, "-m", "harness.cli.main"]
 RUN = [
     *BENCH, "run", "--agent", "pacevolve", "--env", "eplb-tiny", "--model", "offline/pacevolve",
