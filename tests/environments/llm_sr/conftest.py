@@ -23,6 +23,11 @@ from harness.scoring.api import CallResult, ExecResult
 REPO = Path(__file__).resolve().parents[3]
 SHARED_LLM_SR = REPO.parent / "shared" / "data" / "llm-sr"
 _clock = time.perf_counter
+_DRIVER = types.ModuleType("llm_sr_sandbox_driver")
+exec(  # noqa: S102 - the family's own driver, as the sandbox loads it
+    compile((REPO / "environments" / "llm_sr" / "sandbox_driver.py").read_text(), "sandbox_driver.py", "exec"),
+    _DRIVER.__dict__,
+)
 
 
 def _real_data_dir() -> Path:
@@ -97,6 +102,18 @@ class FakeRuntime:
         t0 = _clock()
         try:
             value = fn(*(np.array(a) if isinstance(a, np.ndarray) else a for a in args))
+        except Exception as e:  # noqa: BLE001 - mirror the runtime: any candidate exception
+            raise CandidateError(f"{function} raised {type(e).__name__}: {e}") from None
+        return CallResult(value=value, seconds=_clock() - t0)
+
+    def call_driver(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+        # The real driver's rule (positional, or a keyword-only params) on the in-process module.
+        assert function == "equation"
+        copies = tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in args)
+        self.calls.append(copies)
+        t0 = _clock()
+        try:
+            value = _DRIVER.equation(self.module, *(np.array(a) if isinstance(a, np.ndarray) else a for a in args))
         except Exception as e:  # noqa: BLE001 - mirror the runtime: any candidate exception
             raise CandidateError(f"{function} raised {type(e).__name__}: {e}") from None
         return CallResult(value=value, seconds=_clock() - t0)
