@@ -71,7 +71,9 @@ def load_initial() -> Callable[..., Any]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     driver = importlib.util.module_from_spec(
-        importlib.util.spec_from_file_location("multi_evolve_driver_bench", path.with_name("sandbox_driver.py"))  # type: ignore[arg-type]
+        importlib.util.spec_from_file_location(
+            "multi_evolve_driver_bench", path.with_name("sandbox_driver.py")
+        )  # type: ignore[arg-type]
     )
     driver.__spec__.loader.exec_module(driver)  # type: ignore[union-attr]
     return lambda train, test, context: driver.predict(module, train, test, context)

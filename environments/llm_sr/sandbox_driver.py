@@ -35,13 +35,25 @@ def _call(equation, columns, params):
     The declared signature reads ``equation(*input_columns, params)``; taken literally as Python,
     that makes ``params`` keyword-only, and such a candidate is honouring the contract too.
     """
-    try:
-        declared = inspect.signature(equation).parameters.get("params")
-    except (TypeError, ValueError):  # no introspectable signature (e.g. a builtin): positional
-        declared = None
-    if declared is not None and declared.kind is inspect.Parameter.KEYWORD_ONLY:
+    if _params_keyword_only(equation):
         return equation(*columns, params=params)
     return equation(*columns, params)
+
+
+def _params_keyword_only(equation):
+    """Whether ``equation`` declares ``params`` keyword-only; cached, as a fit makes hundreds of calls."""
+    key = id(equation)
+    if _KEYWORD_ONLY.get(key, (None,))[0] is not equation:
+        try:
+            declared = inspect.signature(equation).parameters.get("params")
+        except (TypeError, ValueError):  # no introspectable signature (e.g. a builtin): positional
+            declared = None
+        keyword_only = declared is not None and declared.kind is inspect.Parameter.KEYWORD_ONLY
+        _KEYWORD_ONLY[key] = (equation, keyword_only)
+    return _KEYWORD_ONLY[key][1]
+
+
+_KEYWORD_ONLY = {}
 
 
 def equation(candidate, *args):

@@ -1,13 +1,13 @@
 """Trusted scorer of the Multi-Evolve family (protein fitness extrapolation, PACEvolve protocol).
 
 Protocol: for every assay the family's sandbox driver (``sandbox_driver.py``, trusted code loaded
-next to the candidate) is called once in the sandbox as ``predict(train_cols, test_cols, context)``;
-it builds the DataFrames and calls the candidate's declared ``fit_and_predict(train_df, test_df,
-context)``, so a candidate defines only that function. ``train_cols`` holds the wild type, singles and doubles with their
-measured fitness; ``test_cols`` holds only the mutant strings and mutation counts of the 3-10-fold
-mutants; ``context`` holds the wild-type sequence and the split bounds but no assay id. The test
-fitness never leaves this process. (The reference evaluator handed the candidate the test rows'
-fitness column and the assay id; both are withheld here.)
+next to the candidate) is called once in the sandbox as ``predict(train_cols, test_cols,
+context)``; it builds the DataFrames and calls the candidate's declared ``fit_and_predict(train_df,
+test_df, context)``, so a candidate defines only that function. ``train_cols`` holds the wild type,
+singles and doubles with their measured fitness; ``test_cols`` holds only the mutant strings and
+mutation counts of the 3-10-fold mutants; ``context`` holds the wild-type sequence and the split
+bounds but no assay id. The test fitness never leaves this process. (The reference evaluator handed
+the candidate the test rows' fitness column and the assay id; both are withheld here.)
 
 Score, per assay d with n test rows:
 

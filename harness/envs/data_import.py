@@ -130,7 +130,11 @@ def import_data(name: str, directory: Path, *, registry: Registry | None = None)
             for v in reg.family_of(family)
             if v.data and v.id != name and not _plan(family, root, dict(v.data))[1]
         ]
-        hint = f" These variants' data is all there; import one by its id: {', '.join(complete)}." if complete else ""
+        hint = (
+            f" These variants' data is all there; import one by its id: {', '.join(complete)}."
+            if complete
+            else ""
+        )
         raise DataImportError(
             f"{root} lacks {len(missing)} of the {len(missing) + len(planned)} files "
             f"{name} needs: {shown}. Nothing was installed.{hint}"
@@ -174,4 +178,3 @@ def _mismatch(item: _Planned, got: str) -> str:
         f"{item.src}: sha256 {got} does not match the checksum {origin}, {item.want}, "
         f"for {item.rel}. Nothing was installed."
     )
-

@@ -211,7 +211,9 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
                 mutations_ref=fam.mutations,
                 preload=tuple(fam.preload),
                 sandbox_driver=(
-                    (family_dir / fam.sandbox_driver).read_text(encoding="utf-8") if fam.sandbox_driver else ""
+                    (family_dir / fam.sandbox_driver).read_text(encoding="utf-8")
+                    if fam.sandbox_driver
+                    else ""
                 ),
                 family_dir=family_dir,
                 hash=_content_hash(raw, resolved, family_dir, hashed),

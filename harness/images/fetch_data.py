@@ -23,7 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     variant = default_registry().get(args.env_id)
     if args.source_dir is not None:
         report = import_data(variant.id, args.source_dir)
-        print(f"{variant.id}: {len(report.installed)} files imported, {len(report.unchanged)} already present")
+        print(
+            f"{variant.id}: {len(report.installed)} files imported, {len(report.unchanged)} already present"
+        )
         return 0
     for key, source in variant.data:
         path = fetch_source(variant.family, source)

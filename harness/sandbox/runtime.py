@@ -113,14 +113,18 @@ class SandboxedCandidate:
             raise InfraError(f"call_driver({function!r}): this family declares no sandbox_driver")
         return self._call(function, args, timeout, via_driver=True)
 
-    def _call(self, function: str, args: tuple[Any, ...], timeout: float | None, via_driver: bool) -> CallResult:
+    def _call(
+        self, function: str, args: tuple[Any, ...], timeout: float | None, via_driver: bool
+    ) -> CallResult:
         conn = self._connect()
         limit = min(timeout if timeout is not None else self.remaining(), self.remaining())
         if limit <= 0:
             raise CandidateTimeout("evaluation time budget exhausted before the call")
         t0 = time.perf_counter()
         try:
-            reply = conn.request({"op": "call", "fn": function, "args": list(args), "driver": via_driver}, limit)
+            reply = conn.request(
+                {"op": "call", "fn": function, "args": list(args), "driver": via_driver}, limit
+            )
         except TimeoutError:
             self._kill()
             raise CandidateTimeout(

@@ -27,7 +27,7 @@ PYTHON_BODIES: dict[str, tuple[str, str]] = {
     "selftest": ("", 'return {"answer": 42.0}'),
     "llm_sr": (
         "import numpy as np",
-        "return params[0] * input_columns[0] + params[1] * input_columns[-1] + np.zeros_like(input_columns[0])",
+        "return np.asarray(params[0] * input_columns[0] + params[1] * input_columns[-1], dtype=float)",
     ),
     "multi_evolve": ("", 'return -test_df["num_mutations"].to_numpy(dtype=float)'),
     "eplb": (
@@ -101,7 +101,9 @@ def declared_parameters(entry_point: str, signature: str) -> str:
 def minimal_program(variant: Variant) -> str:
     """The smallest program honouring the variant's declared contract (see the module docstring)."""
     if variant.language is Language.CPP:
-        assert variant.entry_point == "main" and "stdin" in variant.signature and "stdout" in variant.signature
+        assert (
+            variant.entry_point == "main" and "stdin" in variant.signature and "stdout" in variant.signature
+        )
         if variant.family not in CPP_PROGRAMS:
             pytest.fail(f"add a minimal C++ program for family {variant.family!r} to {__name__}")
         return CPP_PROGRAMS[variant.family]
@@ -146,7 +148,9 @@ def backend(request: pytest.FixtureRequest) -> Iterator[LocalBackend]:
 
 
 @pytest.mark.parametrize("variant", tiny_variants(), ids=lambda v: v.id)
-def test_program_with_only_the_declared_entry_point_is_scored(backend: LocalBackend, variant: Variant) -> None:
+def test_program_with_only_the_declared_entry_point_is_scored(
+    backend: LocalBackend, variant: Variant
+) -> None:
     if variant.language is Language.CPP and backend.mode == "warm":
         pytest.skip("C++ candidates always run as fresh processes; the cold run covers them")
     source = minimal_program(variant)

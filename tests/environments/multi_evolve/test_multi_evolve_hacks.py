@@ -369,7 +369,13 @@ def _run_unsandboxed(tmp_path: Path, source: str, leak_labels: bool) -> tuple[in
     (tmp_path / "args.json").write_text(json.dumps([train, test, assay.context]))
     (tmp_path / "run.py").write_text(_RUN_UNSANDBOXED)
     r = subprocess.run(
-        [sys.executable, "run.py", "prog.py", "args.json", str(Path(me_scorer.__file__).with_name("sandbox_driver.py"))],
+        [
+            sys.executable,
+            "run.py",
+            "prog.py",
+            "args.json",
+            str(Path(me_scorer.__file__).with_name("sandbox_driver.py")),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

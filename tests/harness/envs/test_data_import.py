@@ -73,7 +73,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache" / "minidata"
 
 
-def _write_source_dir(d: Path, *, skip: tuple[str, ...] = (), overrides: dict[str, bytes] | None = None) -> Path:
+def _write_source_dir(
+    d: Path, *, skip: tuple[str, ...] = (), overrides: dict[str, bytes] | None = None
+) -> Path:
     files = {f"set/{rel}": body for rel, body in SET_FILES.items()}
     files.update({"pinned.csv": PINNED, "unpinned.csv": UNPINNED})
     files.update(overrides or {})
@@ -85,7 +87,9 @@ def _write_source_dir(d: Path, *, skip: tuple[str, ...] = (), overrides: dict[st
 
 
 def _installed(cache: Path) -> list[str]:
-    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) if cache.exists() else []
+    return (
+        sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) if cache.exists() else []
+    )
 
 
 def test_good_dir_installs_verifies_and_records(tmp_path: Path, registry: Registry, cache: Path) -> None:
@@ -175,7 +179,9 @@ def test_unknown_family_suggests_and_generated_data_is_a_no_op(tmp_path: Path, r
     assert report.installed == report.unchanged == []
 
 
-def test_cli_imports_real_llm_sr_data(shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_imports_real_llm_sr_data(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path / "cache"))
     assert bench(["data", "import", "llm-sr", str(shared_data)]) == 0
     source = dict(next(v for v in Registry().variants("llm_sr") if v.data).data)["llm-sr"]
