@@ -50,7 +50,7 @@ def llm_sr_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("llm-sr-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVOBENCH_DATA", str(root))
-        report = import_data("llm_sr", src.parent)
+        report = import_data("llm-sr-osc1", src.parent)  # the public CSVs (the HDF5 source is gated)
     assert len(report.installed) == 12
     return root
 

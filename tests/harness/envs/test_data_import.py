@@ -183,11 +183,14 @@ def test_cli_imports_real_llm_sr_data(
     shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path / "cache"))
-    assert bench(["data", "import", "llm-sr", str(shared_data)]) == 0
-    source = dict(next(v for v in Registry().variants("llm_sr") if v.data).data)["llm-sr"]
+    # The family also has a gated source that is not in the shared data: named, nothing installed.
+    assert bench(["data", "import", "llm-sr", str(shared_data)]) == 2
+    assert not (tmp_path / "cache" / "llm_sr" / "llm-sr").exists()
+    assert bench(["data", "import", "llm-sr-osc1", str(shared_data)]) == 0
+    source = dict(Registry().get("llm-sr-osc1").data)["llm-sr"]
     for rel, want in source.files.items():
         assert sha256_file(tmp_path / "cache" / "llm_sr" / "llm-sr" / rel) == want
-    assert bench(["data", "import", "llm_sr", str(shared_data)]) == 0  # idempotent
+    assert bench(["data", "import", "llm-sr-osc2", str(shared_data)]) == 0  # same files: idempotent
     assert bench(["data", "import", "llm_srr", str(shared_data)]) == 2  # unknown family
     assert bench(["data", "import", "llm_sr", str(tmp_path / "nowhere")]) == 2
     assert bench(["data", "import", "llm_sr"]) == 2  # no directory
