@@ -54,7 +54,7 @@ class StubRuntime:
         self.fn = fn
         self.candidate_seconds = 0.0
 
-    def call(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+    def call_driver(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
         t0 = time.perf_counter()
         value = self.fn(*args)
         self.candidate_seconds += time.perf_counter() - t0
@@ -70,7 +70,13 @@ def load_initial() -> Callable[..., Any]:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module._entry
+    driver = importlib.util.module_from_spec(
+        importlib.util.spec_from_file_location(
+            "multi_evolve_driver_bench", path.with_name("sandbox_driver.py")
+        )  # type: ignore[arg-type]
+    )
+    driver.__spec__.loader.exec_module(driver)  # type: ignore[union-attr]
+    return lambda train, test, context: driver.predict(module, train, test, context)
 
 
 def time_scorer(label: str, scorer: MultiEvolveScorer, repeats: int) -> None:

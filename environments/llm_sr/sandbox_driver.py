@@ -1,5 +1,9 @@
 """Runs INSIDE the sandbox, in a fresh interpreter: evaluate the candidate once per split.
 
+It is also the family's ``sandbox_driver`` (loaded as a module next to the candidate in the fitting
+process): the scorer's fit calls :func:`equation` through ``CandidateRuntime.call_driver``, so both
+phases call the candidate's ``equation`` the same way (:func:`_call`).
+
 The trusted scorer copies this file, the candidate's source and ``inputs.npz`` (input columns of
 every split plus one or more fitted parameter vectors, one per row of ``params``; never a target)
 into a directory of the candidate's work directory and runs ``python -I -B <dir>/sandbox_driver.py``.
@@ -14,6 +18,7 @@ Standard library and numpy only.
 """
 
 import importlib.util
+import inspect
 import os
 import struct
 import sys
@@ -22,6 +27,45 @@ import numpy as np
 
 MAGIC = b"\x00EVOBENCH-LLM-SR-PREDICTIONS\x00"
 RULE_EXIT = 3
+
+
+def _call(equation, columns, params):
+    """Call ``equation(*columns, params)``; a keyword-only ``params`` is passed by name.
+
+    The declared signature reads ``equation(*input_columns, params)``; taken literally as Python,
+    that makes ``params`` keyword-only, and such a candidate is honouring the contract too.
+    """
+    if _params_keyword_only(equation):
+        return equation(*columns, params=params)
+    return equation(*columns, params)
+
+
+def _params_keyword_only(equation):
+    """Whether ``equation`` declares ``params`` keyword-only; cached, as a fit makes hundreds of calls."""
+    key = id(equation)
+    if _KEYWORD_ONLY.get(key, (None,))[0] is not equation:
+        try:
+            declared = inspect.signature(equation).parameters.get("params")
+        except (TypeError, ValueError):  # no introspectable signature (e.g. a builtin): positional
+            declared = None
+        keyword_only = declared is not None and declared.kind is inspect.Parameter.KEYWORD_ONLY
+        _KEYWORD_ONLY[key] = (equation, keyword_only)
+    return _KEYWORD_ONLY[key][1]
+
+
+_KEYWORD_ONLY = {}
+
+
+def equation(candidate, *args):
+    """Sandbox-driver entry (``CandidateRuntime.call_driver``): the candidate's equation on ``args``.
+
+    ``args`` are the input columns followed by the parameter vector, as the fitting scorer sends
+    them; a missing ``equation`` raises here, in the sandbox, like any other candidate fault.
+    """
+    fn = getattr(candidate, "equation", None)
+    if not callable(fn):
+        raise AttributeError("the candidate has no function 'equation' (the declared entry point)")
+    return _call(fn, args[:-1], args[-1])
 
 
 def main() -> None:
@@ -43,7 +87,7 @@ def main() -> None:
     for params, s in [(p, s) for p in param_sets for s in splits]:
         x = inputs[s]
         columns = [np.ascontiguousarray(x[:, j]) for j in range(x.shape[1])]
-        out = equation(*columns, params.copy())
+        out = _call(equation, columns, params.copy())
         if not isinstance(out, np.ndarray) or out.dtype.kind not in "fiu" or out.shape != (x.shape[0],):
             kind = type(out).__name__
             detail = f"{kind} {getattr(out, 'dtype', '')} shape {getattr(out, 'shape', None)}"

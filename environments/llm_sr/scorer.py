@@ -3,15 +3,16 @@
 Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
 
 1. **Fit** (``fit.py``). By default (``fit = "published"``) the scorer runs the published LLM-SR
-   protocol: scipy BFGS with default options on the train MSE from params = 1.0, so scores line
-   up with published tables. ``fit = "strong"`` scores with the stronger fit of family version 1
+   protocol: scipy BFGS with default options on the train MSE from params = 1.0, so scores line up
+   with published tables. ``fit = "strong"`` scores with the stronger fit of family version 1
    instead, and ``report_strong_fit = true`` runs the strong fit as well and reports its scores as
    extra metrics (off by default: a second fit, with 1.1-2.8x the calls of the published one).
-   Every objective evaluation is one ``candidate.call("equation", *train_input_columns, params)`` into
-   the candidate's sandboxed process; the targets stay in this process, and the MSE is computed
-   here. One call costs ~0.4 ms (500 rows) to ~1 ms (10,000 rows) of IPC, and a fit takes one to a
-   few hundred (published) or a few hundred to ~3,000 (strong) calls, so no candidate-side
-   batching helper is needed: the contract stays the plain LLM-SR skeleton.
+   Every objective evaluation is one ``candidate.call_driver("equation", *train_input_columns,
+   params)`` into the candidate's sandboxed process (the family's sandbox driver calls the
+   candidate's ``equation``); the targets stay in this process, and the MSE is computed here. One
+   call costs ~0.4 ms (500 rows) to ~1 ms (10,000 rows) of IPC, and a fit takes one to a few
+   hundred (published) or a few hundred to ~3,000 (strong) calls, so no candidate-side batching
+   helper is needed: the contract stays the plain LLM-SR skeleton.
 2. **Predict in a fresh process.** The fitted params (one vector per fit) are written, with the
    input columns of all three splits, into a directory of the candidate's work directory, and a
    *new* sandboxed interpreter (``candidate.run``) loads the candidate source from scratch and returns its
@@ -242,7 +243,7 @@ class LlmSrScorer(Scorer):
         def predict(params: np.ndarray) -> np.ndarray:
             nonlocal call_seconds
             try:
-                result = candidate.call(ENTRY, *columns, params)
+                result = candidate.call_driver(ENTRY, *columns, params)
             except CandidateError as e:
                 if _is_index_error(e):
                     raise CandidateInvalid(

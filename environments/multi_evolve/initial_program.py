@@ -9,7 +9,6 @@ arrays, so it stays sparse and fast for tens of thousands of rows.
 """
 
 import numpy as np
-import pandas as pd
 
 # EVOLVE-BLOCK-START
 
@@ -140,15 +139,3 @@ def fit_and_predict(train_df, test_df, context):
 
 
 # EVOLVE-BLOCK-END
-
-
-def _entry(train_cols, test_cols, context):
-    """Fixed adapter called by the evaluator: plain columns in, a float64 array out.
-
-    The evaluator sends dicts of columns (lists and numpy arrays), because DataFrames cannot cross
-    the sandbox boundary; this builds the DataFrames ``fit_and_predict`` expects.
-    """
-    train_df = pd.DataFrame(train_cols)
-    test_df = pd.DataFrame(test_cols)
-    predictions = fit_and_predict(train_df, test_df, dict(context))
-    return np.asarray(predictions, dtype=np.float64)

@@ -1,11 +1,13 @@
 """Trusted scorer of the Multi-Evolve family (protein fitness extrapolation, PACEvolve protocol).
 
-Protocol: for every assay the candidate's fixed adapter ``_entry(train_cols, test_cols, context)``
-is called once in the sandbox. ``train_cols`` holds the wild type, singles and doubles with their
-measured fitness; ``test_cols`` holds only the mutant strings and mutation counts of the 3-10-fold
-mutants; ``context`` holds the wild-type sequence and the split bounds but no assay id. The test
-fitness never leaves this process. (The reference evaluator handed the candidate the test rows'
-fitness column and the assay id; both are withheld here.)
+Protocol: for every assay the family's sandbox driver (``sandbox_driver.py``, trusted code loaded
+next to the candidate) is called once in the sandbox as ``predict(train_cols, test_cols,
+context)``; it builds the DataFrames and calls the candidate's declared ``fit_and_predict(train_df,
+test_df, context)``, so a candidate defines only that function. ``train_cols`` holds the wild type,
+singles and doubles with their measured fitness; ``test_cols`` holds only the mutant strings and
+mutation counts of the 3-10-fold mutants; ``context`` holds the wild-type sequence and the split
+bounds but no assay id. The test fitness never leaves this process. (The reference evaluator handed
+the candidate the test rows' fitness column and the assay id; both are withheld here.)
 
 Score, per assay d with n test rows:
 
@@ -34,8 +36,8 @@ from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_
 
 from .data import Assay, load_assays, synthetic_assays
 
-ENTRY = "_entry"
-"""The fixed adapter (outside the EVOLVE-BLOCK) that builds DataFrames and calls fit_and_predict."""
+ENTRY = "predict"
+"""Function of the sandbox driver that builds the DataFrames and calls fit_and_predict."""
 
 
 def top_k(n: int, fraction: float) -> int:
@@ -186,7 +188,7 @@ class MultiEvolveScorer(Scorer):
         for i, assay in enumerate(self.assays):
             train = {k: (list(v) if isinstance(v, list) else np.array(v)) for k, v in assay.train.items()}
             test = {k: (list(v) if isinstance(v, list) else np.array(v)) for k, v in assay.test.items()}
-            result = candidate.call(ENTRY, train, test, dict(assay.context))
+            result = candidate.call_driver(ENTRY, train, test, dict(assay.context))
             seconds += float(result.seconds)
             pred = validate_predictions(result.value, assay.truth.size)
             r = pearson_r(assay.truth, pred, self.pearson_eps)

@@ -11,10 +11,13 @@ import tyro
 from rich.table import Table
 
 from harness.envs.data import ChecksumError, family_data_dir, fetch_source, missing_files, sha256_file
+from harness.envs.data_import import DataImportError, import_data
 from harness.envs.registry import default_registry
 from harness.results.leaderboard import load_leaderboard, summarize
 
 from .console import console, err_console, fmt
+
+EXIT_USAGE = 2
 
 
 def envs(family: str | None = None, json_out: Annotated[bool, tyro.conf.arg(name="json")] = False) -> int:
@@ -34,6 +37,9 @@ def envs(family: str | None = None, json_out: Annotated[bool, tyro.conf.arg(name
                 "version": v.version,
                 "hash": v.hash,
                 "tiny": v.tiny,
+                "language": v.language.value,
+                "entry_point": v.entry_point,
+                "signature": v.signature,
                 "direction": v.direction.value,
                 "timeout_s": v.timeout_s,
                 "gpu": v.hardware.gpu,
@@ -153,13 +159,28 @@ def leaderboard(
     return 0
 
 
-def data(action: tyro.conf.Positional[Literal["fetch", "status"]], family: tyro.conf.Positional[str]) -> int:
-    """Fetch a family's public data into the cache (sha256-checked), or show its status.
+def data(
+    action: tyro.conf.Positional[Literal["fetch", "status", "import"]],
+    family: tyro.conf.Positional[str],
+    directory: tyro.conf.Positional[Path | None] = None,
+) -> int:
+    """Fetch a family's public data into the cache, import it from a local copy, or show its status.
+
+    Every file is sha256-checked against the manifest (unpinned sources: against the checksum
+    recorded on their first fetch or import).
 
     Args:
-        action: ``fetch`` downloads what is missing; ``status`` lists files and checksums.
-        family: Family name, e.g. ``eplb``.
+        action: ``fetch`` downloads what is missing; ``import`` installs it from DIRECTORY
+            (air-gapped machines; all or nothing); ``status`` lists files and checksums.
+        family: Family name, e.g. ``eplb`` (for ``import`` also a variant id: only its data).
+        directory: For ``import``: a local directory or mirror laid out like the family's cache
+            directory (or a data-root mirror holding ``<family>/``).
     """
+    if action == "import":
+        return _data_import(family, directory)
+    if directory is not None:
+        err_console.print(f"bench: error: `bench data {action}` takes no directory")
+        return EXIT_USAGE
     reg = default_registry()
     variants = reg.family_of(family)
     sources = {k: s for v in variants for k, s in v.data}
@@ -197,3 +218,27 @@ def data(action: tyro.conf.Positional[Literal["fetch", "status"]], family: tyro.
     if code:
         print("bench: some data could not be fetched", file=sys.stderr)
     return code
+
+
+def _data_import(name: str, directory: Path | None) -> int:
+    if directory is None:
+        err_console.print("bench: error: `bench data import FAMILY DIR` needs the directory to import from")
+        return EXIT_USAGE
+    try:
+        report = import_data(name, directory)
+    except DataImportError as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    except ChecksumError as e:
+        err_console.print(f"checksum mismatch: {e}")
+        return 1
+    if not (report.installed or report.unchanged):
+        console.print(f"{report.family}: all variants use generated data; nothing to import.")
+        return 0
+    console.print(
+        f"{report.family}: {len(report.installed)} files installed, {len(report.unchanged)} already "
+        f"present (sha256 verified) in {family_data_dir(report.family)}"
+    )
+    for name_, sha in sorted(report.recorded.items()):
+        console.print(f"  recorded sha256 of unpinned {name_}: {sha}")
+    return 0

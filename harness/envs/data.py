@@ -68,6 +68,21 @@ def expected_sha256(family: str, source: DataSource) -> str:
     return ""
 
 
+def record_sha256(family: str, checksums: dict[str, str]) -> None:
+    """Record the checksums of unpinned sources (first fetch or import); later ones must match.
+
+    The table is rewritten atomically, so a crash never leaves it half-written.
+    """
+    rec = _recorded_path(family)
+    rec.parent.mkdir(parents=True, exist_ok=True)
+    table = json.loads(rec.read_text()) if rec.is_file() else {}
+    table.update(checksums)
+    fd, tmp_name = tempfile.mkstemp(dir=rec.parent, prefix=".part-")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(table, indent=2, sort_keys=True))
+    os.replace(tmp_name, rec)
+
+
 def require_data(variant: Variant) -> Path:
     """Check that every data file of a variant is present.
 
@@ -87,7 +102,8 @@ def require_data(variant: Variant) -> Path:
         )
         raise DataMissingError(
             f"{variant.id} needs data that is not in {d}: {', '.join(missing)}. "
-            f"Run `bench data fetch {variant.family}` (needs network access) first.{note}".strip()
+            f"Run `bench data fetch {variant.family}` (needs network access) first, or "
+            f"`bench data import {variant.family} DIR` from a local copy.{note}".strip()
         )
     return d
 
@@ -224,8 +240,5 @@ def fetch_source(family: str, source: DataSource, download: Downloader | None = 
     finally:
         tmp.unlink(missing_ok=True)
     if not want:
-        rec = _recorded_path(family)
-        table = json.loads(rec.read_text()) if rec.is_file() else {}
-        table[source.filename] = got
-        rec.write_text(json.dumps(table, indent=2, sort_keys=True))
+        record_sha256(family, {source.filename: got})
     return dest

@@ -169,6 +169,12 @@ class FamilyManifest(_Strict):
     """Modules the sandbox imports before loading a Python candidate (warm zygotes and cold starts)."""
     hashed_files: list[str] = Field(default_factory=list)
     """Extra files in the family directory that affect scores (data recipe, helpers)."""
+    sandbox_driver: str = ""
+    """Python file (relative to the family directory) of trusted, non-secret code that the sandbox
+    loads next to a Python candidate; the scorer calls its functions with
+    ``CandidateRuntime.call_driver`` and they receive the candidate module first. It owns any
+    adapter between the wire and the declared entry point, so candidates need define only that.
+    Empty: the scorer calls candidate functions directly. Hashed automatically."""
 
 
 class EnvManifest(_Strict):
@@ -201,6 +207,8 @@ class EnvManifest(_Strict):
                     raise ValueError(f"variant {vid!r} needs data {key!r}, which has no [data.{key}] table")
         if not any(v.tiny for v in self.variants.values()):
             raise ValueError("one variant must be marked tiny = true (the CPU smoke test)")
+        if self.family.sandbox_driver and self.family.language is not Language.PYTHON:
+            raise ValueError("family.sandbox_driver is only supported for Python candidates")
         return self
 
 
@@ -237,8 +245,8 @@ def load_manifest(path: Path) -> EnvManifest:
             f"{path}: key 'family.name': {manifest.family.name!r} must equal the directory name "
             f"{path.parent.name!r}"
         )
-    for key in ("prompt", "initial_program"):
+    for key in ("prompt", "initial_program", "sandbox_driver"):
         rel = getattr(manifest.family, key)
-        if not (path.parent / rel).is_file():
+        if rel and not (path.parent / rel).is_file():
             raise ManifestError(f"{path}: key 'family.{key}': file {rel!r} does not exist")
     return manifest

@@ -101,6 +101,8 @@ class Variant:
     """``module:function`` giving mutation operators, or empty."""
     preload: tuple[str, ...]
     """Modules imported in the sandbox before a Python candidate is loaded."""
+    sandbox_driver: str
+    """Source text of the family's sandbox driver (loaded next to the candidate), or empty."""
     family_dir: Path
     """Directory of the family."""
     hash: str
@@ -167,7 +169,8 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
     fam = manifest.family
     family_dir = manifest_path.parent
     module_files = [f"{ref.partition(':')[0]}.py" for ref in (fam.scorer, fam.mutations) if ref]
-    hashed = [fam.prompt, fam.initial_program, *module_files, *fam.hashed_files]
+    driver = [fam.sandbox_driver] if fam.sandbox_driver else []
+    hashed = [fam.prompt, fam.initial_program, *module_files, *driver, *fam.hashed_files]
     raw = manifest_path.read_bytes()
     out = []
     for vid, ov in manifest.variants.items():
@@ -207,6 +210,11 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
                 tiny=ov.tiny,
                 mutations_ref=fam.mutations,
                 preload=tuple(fam.preload),
+                sandbox_driver=(
+                    (family_dir / fam.sandbox_driver).read_text(encoding="utf-8")
+                    if fam.sandbox_driver
+                    else ""
+                ),
                 family_dir=family_dir,
                 hash=_content_hash(raw, resolved, family_dir, hashed),
             )

@@ -46,8 +46,13 @@ class SandboxedCandidate:
         uid: int,
         zygote: Zygote | None,
         preload: tuple[str, ...] = (),
+        driver: str = "",
     ) -> None:
-        """Prepare (but do not start) the sandbox for one candidate."""
+        """Prepare (but do not start) the sandbox for one candidate.
+
+        ``driver`` is the source of the family's sandbox driver (empty: none), loaded next to a
+        Python candidate and reached with :meth:`call_driver`.
+        """
         self._source = source
         self.language = language
         self.filename = filename
@@ -56,6 +61,7 @@ class SandboxedCandidate:
         self.uid = uid
         self.zygote = zygote
         self.preload = preload
+        self.driver = driver
         self._workdir = Path(tempfile.mkdtemp(prefix="evobench-cand-"))
         os.chmod(self._workdir, 0o777)  # the unprivileged sandbox uid writes build outputs here
         self._conn: CandidateConnection | None = None
@@ -92,13 +98,33 @@ class SandboxedCandidate:
             CandidateTimeout: The call overran; the sandbox was killed.
             InfraError: The sandbox could not be started.
         """
+        return self._call(function, args, timeout, via_driver=False)
+
+    def call_driver(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+        """Call a function of the family's sandbox driver (see ``CandidateRuntime.call_driver``).
+
+        Raises:
+            CandidateError: The call raised (in the driver or the candidate code it called),
+                crashed or sent a malformed reply.
+            CandidateTimeout: The call overran; the sandbox was killed.
+            InfraError: The family has no sandbox driver, or the sandbox could not be started.
+        """
+        if not self.driver:
+            raise InfraError(f"call_driver({function!r}): this family declares no sandbox_driver")
+        return self._call(function, args, timeout, via_driver=True)
+
+    def _call(
+        self, function: str, args: tuple[Any, ...], timeout: float | None, via_driver: bool
+    ) -> CallResult:
         conn = self._connect()
         limit = min(timeout if timeout is not None else self.remaining(), self.remaining())
         if limit <= 0:
             raise CandidateTimeout("evaluation time budget exhausted before the call")
         t0 = time.perf_counter()
         try:
-            reply = conn.request({"op": "call", "fn": function, "args": list(args)}, limit)
+            reply = conn.request(
+                {"op": "call", "fn": function, "args": list(args), "driver": via_driver}, limit
+            )
         except TimeoutError:
             self._kill()
             raise CandidateTimeout(
@@ -256,7 +282,8 @@ class SandboxedCandidate:
         t0 = time.perf_counter()
         limit = self.remaining()
         try:
-            reply = conn.request({"op": "load", "source": self._source, "filename": self.filename}, limit)
+            load = {"op": "load", "source": self._source, "filename": self.filename, "driver": self.driver}
+            reply = conn.request(load, limit)
         except TimeoutError:
             self._kill()
             raise CandidateTimeout(f"loading the program did not finish within {limit:.1f} s") from None

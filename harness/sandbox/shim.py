@@ -39,9 +39,24 @@ def _error_reply(kind: str, exc: BaseException) -> dict:
     }
 
 
+def _load_driver(source: str) -> object:
+    """Load the family's sandbox driver (trusted, non-secret code) as module ``evobench_driver``."""
+    spec = importlib.util.spec_from_loader("evobench_driver", loader=None)
+    assert spec is not None
+    driver = importlib.util.module_from_spec(spec)
+    sys.modules["evobench_driver"] = driver
+    exec(compile(source, "<evobench_driver>", "exec"), driver.__dict__)  # noqa: S102 - harness code
+    return driver
+
+
 def serve(sock: socket.socket) -> None:
-    """Answer ``load`` / ``call`` / ``exit`` requests until the peer closes."""
+    """Answer ``load`` / ``call`` / ``exit`` requests until the peer closes.
+
+    ``load`` may carry ``driver`` (source text): it is loaded after the candidate, and a ``call``
+    with ``driver: true`` runs ``driver.<fn>(candidate_module, *args)`` instead of ``candidate.<fn>``.
+    """
     module = None
+    driver = None
     wire.send_message(sock, {"type": "ready", "pid": os.getpid()})
     while True:
         try:
@@ -59,15 +74,23 @@ def serve(sock: socket.socket) -> None:
                 module = importlib.util.module_from_spec(spec)
                 sys.modules["candidate"] = module
                 spec.loader.exec_module(module)
+                if req.get("driver"):
+                    driver = _load_driver(req["driver"])
                 reply = {"type": "loaded"}
             except BaseException as e:  # noqa: BLE001 - report anything the candidate raises
                 reply = _error_reply("load", e)
         elif op == "call":
             try:
-                fn = getattr(module, req["fn"], None)
-                if not callable(fn):
-                    raise AttributeError(f"candidate has no function {req['fn']!r}")
-                value = fn(*req["args"])
+                if req.get("driver"):
+                    fn = getattr(driver, req["fn"], None)
+                    if not callable(fn):
+                        raise RuntimeError(f"the sandbox driver has no function {req['fn']!r}")
+                    value = fn(module, *req["args"])
+                else:
+                    fn = getattr(module, req["fn"], None)
+                    if not callable(fn):
+                        raise AttributeError(f"candidate has no function {req['fn']!r}")
+                    value = fn(*req["args"])
                 payload = wire.encode({"type": "result", "value": value})
             except BaseException as e:  # noqa: BLE001
                 payload = wire.encode(_error_reply("call", e))

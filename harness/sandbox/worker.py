@@ -145,6 +145,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
             uid=state.uid,
             zygote=zygote,
             preload=variant.preload if variant.language is Language.PYTHON else (),
+            driver=variant.sandbox_driver,
         )
         t_score = time.perf_counter()
         outcome = scorer.score(cand)

@@ -76,6 +76,20 @@ class CandidateRuntime(Protocol):
         """
         ...
 
+    def call_driver(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+        """Call a function of the family's sandbox driver, in the candidate's sandboxed process.
+
+        The driver (manifest ``family.sandbox_driver``) is trusted harness code loaded next to the
+        candidate; ``driver.<function>(candidate_module, *args)`` runs there, so it can adapt wire
+        values (e.g. build DataFrames) before calling the candidate's declared entry point.
+
+        Raises:
+            CandidateError: The call raised, crashed or returned something the wire rejects.
+            CandidateTimeout: The call ran past its limit; the process tree was killed.
+            InfraError: The family declares no sandbox driver.
+        """
+        ...
+
     def transport_seconds(self, *args: Any, repeats: int = 5) -> float:
         """Trusted estimate of the IPC round trip for these arguments (before any candidate code runs).
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from environments.ahc039.scorer import Ahc039Scorer
+from harness.envs.data_import import import_data
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import EvalResult, Status
 
@@ -63,14 +64,12 @@ NONZERO_EXIT = f"std::fputs({WHOLE_SQUARE}, stdout); return 1;"
 def data_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A data cache set as EVOBENCH_DATA before the backend starts, holding the public inputs if present."""
     root = tmp_path_factory.mktemp("evobench-data")
-    folder = root / "ahc039" / "public_inputs_150"
-    folder.mkdir(parents=True)
-    if SHARED_INPUTS.is_dir():
-        for f in sorted(SHARED_INPUTS.glob("ahc039_*_input.txt")):
-            shutil.copyfile(f, folder / f.name)
+    (root / "ahc039" / "public_inputs_150").mkdir(parents=True)
     (root / "ahc039" / "secret.txt").write_text(SECRET)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVOBENCH_DATA", str(root))
+        if SHARED_INPUTS.is_dir():  # installed as users do offline: `bench data import`, sha256-checked
+            import_data("ahc039", SHARED_INPUTS)
         yield root
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,14 +14,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.envs.data import sha256_file
-from harness.envs.registry import default_registry
+from harness.envs.data_import import import_data
 from harness.evaluation.errors import CandidateError, CandidateTimeout
 from harness.scoring.api import CallResult, ExecResult
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED_LLM_SR = REPO.parent / "shared" / "data" / "llm-sr"
 _clock = time.perf_counter
+_DRIVER = types.ModuleType("llm_sr_sandbox_driver")
+exec(  # noqa: S102 - the family's own driver, as the sandbox loads it
+    compile(
+        (REPO / "environments" / "llm_sr" / "sandbox_driver.py").read_text(), "sandbox_driver.py", "exec"
+    ),
+    _DRIVER.__dict__,
+)
 
 
 def _real_data_dir() -> Path:
@@ -35,22 +40,18 @@ def _real_data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def llm_sr_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data root holding ``llm_sr/llm-sr/<problem>/<split>.csv`` copied from the shared data.
+    """A data root holding ``llm_sr/llm-sr/<problem>/<split>.csv``, installed from the shared data.
 
-    The copies are checked against the sha256 pinned in the manifest (the same check that
-    ``bench data fetch`` and the scorer make), so a test cannot pass on unexpected files.
-    Returns the root to use as ``EVOBENCH_DATA``.
+    Installed with ``bench data import``'s API, which checks every file against the sha256 pinned
+    in the manifest (as ``bench data fetch`` and the scorer do), so a test cannot pass on
+    unexpected files. Returns the root to use as ``EVOBENCH_DATA``.
     """
     src = _real_data_dir()
     root = tmp_path_factory.mktemp("llm-sr-cache")
-    dest = root / "llm_sr" / "llm-sr"
-    shutil.copytree(src, dest)
-    for p in dest.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    source = dict(default_registry().get("llm-sr-osc1").data)["llm-sr"]
-    assert len(source.files) == 12
-    for rel, want in source.files.items():
-        assert sha256_file(dest / rel) == want, rel
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVOBENCH_DATA", str(root))
+        report = import_data("llm-sr-osc1", src.parent)  # the public CSVs (the HDF5 source is gated)
+    assert len(report.installed) == 12
     return root
 
 
@@ -97,6 +98,20 @@ class FakeRuntime:
         t0 = _clock()
         try:
             value = fn(*(np.array(a) if isinstance(a, np.ndarray) else a for a in args))
+        except Exception as e:  # noqa: BLE001 - mirror the runtime: any candidate exception
+            raise CandidateError(f"{function} raised {type(e).__name__}: {e}") from None
+        return CallResult(value=value, seconds=_clock() - t0)
+
+    def call_driver(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+        # The real driver's rule (positional, or a keyword-only params) on the in-process module.
+        assert function == "equation"
+        copies = tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in args)
+        self.calls.append(copies)
+        t0 = _clock()
+        try:
+            value = _DRIVER.equation(
+                self.module, *(np.array(a) if isinstance(a, np.ndarray) else a for a in args)
+            )
         except Exception as e:  # noqa: BLE001 - mirror the runtime: any candidate exception
             raise CandidateError(f"{function} raised {type(e).__name__}: {e}") from None
         return CallResult(value=value, seconds=_clock() - t0)

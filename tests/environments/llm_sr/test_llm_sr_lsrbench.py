@@ -214,8 +214,10 @@ def test_fetch_then_eval_initial_program(
 ) -> None:
     url, seen = fake_hub
     root = tmp_path / "root"
-    shutil.copytree(llm_sr_cache / "llm_sr" / "llm-sr", root / "llm_sr" / "llm-sr")  # public part present
     env = {"EVOBENCH_DATA": str(root), "HF_ENDPOINT": url}
+    # The public part present, installed offline from the local copy (one variant's data).
+    r = bench("data", "import", "llm-sr-osc1", str(llm_sr_cache / "llm_sr"), cwd=tmp_path, extra_env=env)
+    assert r.returncode == 0 and "12 files installed" in r.stdout, r.stdout + r.stderr
     r = bench("data", "fetch", "llm_sr", cwd=tmp_path, extra_env=env)
     assert r.returncode == 1 and "12 files verified" in r.stdout
     assert (

@@ -66,12 +66,12 @@ def honest(backend: object, tiny: Variant) -> EvalResult:
 
 
 def wrap(variant: Variant, body: str) -> str:
-    """The initial program with ``_entry`` wrapped: ``body`` edits the honest ``pred``."""
+    """The initial program with ``fit_and_predict`` wrapped: ``body`` edits the honest ``pred``."""
     return (
         variant.initial_program
-        + "\n\n_honest_entry = _entry\n\n\n"
-        + "def _entry(train_cols, test_cols, context):\n"
-        + "    pred = _honest_entry(train_cols, test_cols, context)\n"
+        + "\n\n_honest_fit = fit_and_predict\n\n\n"
+        + "def fit_and_predict(train_df, test_df, context):\n"
+        + "    pred = _honest_fit(train_df, test_df, context)\n"
         + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
         + "\n    return pred\n"
     )
@@ -125,8 +125,8 @@ def test_mutation_counts_as_predictions_get_an_honest_low_score(
     source = tiny.initial_program + textwrap.dedent(
         """
 
-        def _entry(train_cols, test_cols, context):
-            return np.asarray(test_cols["num_mutations"], dtype=np.float64)
+        def fit_and_predict(train_df, test_df, context):
+            return test_df["num_mutations"].to_numpy(dtype=np.float64)
         """
     )
     result = evaluate(backend, tiny, source)
@@ -210,12 +210,12 @@ def file_probe(data_dir: Path) -> tuple[str, list[Path]]:
                 raise RuntimeError(f"LEAK: could read {{leaked}}")
 
 
-        _honest_entry = _entry
+        _honest_fit = fit_and_predict
 
 
-        def _entry(train_cols, test_cols, context):
+        def fit_and_predict(train_df, test_df, context):
             _probe()
-            return _honest_entry(train_cols, test_cols, context)
+            return _honest_fit(train_df, test_df, context)
         """
     )
     return source, files
@@ -253,9 +253,9 @@ def _floats(x, n):
     return None
 
 
-def _hunt(train_cols, test_cols):
-    n_test = len(test_cols["mutant"])
-    n_train = len(train_cols["mutant"])
+def _hunt(train_df, test_df):
+    n_test = len(test_df["mutant"])
+    n_train = len(train_df["mutant"])
     leaks, saw_train, saw_test = [], False, False
 
     # 1) The caller's frames.
@@ -287,9 +287,10 @@ def _hunt(train_cols, test_cols):
             leaks.append(f"gc object of type {kind.__module__}.{kind.__name__}")
             continue
         if isinstance(obj, dict):
-            if obj is train_cols:
+            # The driver's column dicts these DataFrames were built from (the control).
+            if set(obj) == set(train_df.columns) and len(obj["mutant"]) == n_train:
                 saw_train = True
-            if obj is test_cols:
+            if set(obj) == set(test_df.columns) and len(obj["mutant"]) == n_test:
                 saw_test = True
             label_keys = [k for k in obj if isinstance(k, str) and k in _LABEL_KEYS]
             for k in label_keys:
@@ -297,7 +298,7 @@ def _hunt(train_cols, test_cols):
                     size = len(obj[k])
                 except TypeError:
                     continue
-                if size == n_test and obj is not train_cols:
+                if size == n_test and size != n_train:
                     leaks.append(f"dict with label key {k!r} of the test length")
             values = list(obj.values())
         elif isinstance(obj, (list, tuple)):
@@ -310,18 +311,18 @@ def _hunt(train_cols, test_cols):
                 leaks.append("gc reaches a float vector of the test length")
     if not (saw_train and saw_test):
         raise RuntimeError("control failed: the search never saw the argument dicts")
-    if "fitness" not in train_cols or len(train_cols["fitness"]) != n_train:
+    if "fitness" not in train_df.columns or len(train_df["fitness"]) != n_train:
         raise RuntimeError("control failed: the training labels are not where they should be")
     if leaks:
         raise RuntimeError("LEAK: " + "; ".join(leaks[:5]))
 
 
-_honest_entry = _entry
+_honest_fit = fit_and_predict
 
 
-def _entry(train_cols, test_cols, context):
-    _hunt(train_cols, test_cols)
-    out = _honest_entry(train_cols, test_cols, context)
+def fit_and_predict(train_df, test_df, context):
+    _hunt(train_df, test_df)
+    out = _honest_fit(train_df, test_df, context)
     _RETURNED.append(np.array(out, copy=True))
     return out
 """
@@ -340,11 +341,13 @@ import json, sys, types
 import numpy as np
 mod = types.ModuleType("candidate")
 exec(compile(open(sys.argv[1]).read(), "candidate", "exec"), mod.__dict__)
+driver = types.ModuleType("evobench_driver")
+exec(compile(open(sys.argv[3]).read(), "evobench_driver", "exec"), driver.__dict__)
 train, test, context = json.loads(open(sys.argv[2]).read())
 test = {k: (np.asarray(v) if k != "mutant" else v) for k, v in test.items()}
 train = {k: (np.asarray(v) if k != "mutant" else v) for k, v in train.items()}
 try:
-    mod._entry(train, test, context)
+    driver.predict(mod, train, test, context)
 except RuntimeError as e:
     print(str(e))
     sys.exit(3)
@@ -366,7 +369,13 @@ def _run_unsandboxed(tmp_path: Path, source: str, leak_labels: bool) -> tuple[in
     (tmp_path / "args.json").write_text(json.dumps([train, test, assay.context]))
     (tmp_path / "run.py").write_text(_RUN_UNSANDBOXED)
     r = subprocess.run(
-        [sys.executable, "run.py", "prog.py", "args.json"],
+        [
+            sys.executable,
+            "run.py",
+            "prog.py",
+            "args.json",
+            str(Path(me_scorer.__file__).with_name("sandbox_driver.py")),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -53,11 +53,16 @@ def _load_initial() -> types.ModuleType:
 INITIAL_MODULE = _load_initial()
 
 
+DRIVER = _load_program(
+    (REPO / "environments" / "multi_evolve" / "sandbox_driver.py").read_text(), "multi_evolve_driver"
+)
+
+
 class FakeRuntime:
-    """Calls ``_entry``-like functions directly, recording every argument it was given."""
+    """Runs the real sandbox driver in-process on a ``fit_and_predict``, recording every call."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
+        self.candidate = types.SimpleNamespace(fit_and_predict=fn)
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
     def transport_seconds(self, *args: Any, repeats: int = 5) -> float:
@@ -68,8 +73,11 @@ class FakeRuntime:
         return ""
 
     def call(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
+        raise AssertionError("the scorer must go through the sandbox driver")
+
+    def call_driver(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
         self.calls.append((function, args))
-        return CallResult(value=self.fn(*args), seconds=0.01)
+        return CallResult(value=getattr(DRIVER, function)(self.candidate, *args), seconds=0.01)
 
     def run(self, argv: list[str], stdin: bytes = b"", **_: Any) -> ExecResult:
         raise NotImplementedError
@@ -164,11 +172,11 @@ def test_validate_predictions_rules() -> None:
 
 
 def test_candidate_receives_no_labels_and_no_dataset_id(scorer: MultiEvolveScorer) -> None:
-    rt = FakeRuntime(INITIAL_MODULE._entry)
+    rt = FakeRuntime(INITIAL_MODULE.fit_and_predict)
     scorer.score(rt)
     assert len(rt.calls) == len(scorer.assays) == 2
     for (function, args), assay in zip(rt.calls, scorer.assays, strict=True):
-        assert function == ENTRY == "_entry"
+        assert function == ENTRY == "predict"
         train, test, context = args
         assert set(test) == {"mutant", "num_mutations"}  # no fitness, no bin, no id
         assert set(train) == {"mutant", "num_mutations", "fitness"}
@@ -187,7 +195,7 @@ def test_candidate_receives_no_labels_and_no_dataset_id(scorer: MultiEvolveScore
 
 
 def test_initial_program_extrapolates_on_the_synthetic_landscape(scorer: MultiEvolveScorer) -> None:
-    out = scorer.score(FakeRuntime(INITIAL_MODULE._entry))
+    out = scorer.score(FakeRuntime(INITIAL_MODULE.fit_and_predict))
     assert out.metrics["pearson_r"] > 0.7
     for i in range(len(scorer.assays)):
         assert out.metrics[f"pearson_r_{i}"] > 0.7
@@ -200,7 +208,7 @@ def test_initial_program_extrapolates_on_the_synthetic_landscape(scorer: MultiEv
 def test_initial_program_r_above_0_7_on_other_seeds() -> None:
     for seed in (1, 2, 3):
         for assay in synthetic_assays({"seed": seed, "assays": 2}):
-            pred = INITIAL_MODULE._entry(assay.train, assay.test, assay.context)
+            pred = DRIVER.predict(INITIAL_MODULE, assay.train, assay.test, assay.context)
             assert pearson_r(assay.truth, pred) > 0.7, seed
 
 
@@ -235,7 +243,7 @@ def test_mutation_operators_apply_and_keep_the_program_working(scorer: MultiEvol
             mutated = op.apply(source, rng, "python")
             assert mutated is not None and mutated != source, op.name
             module = _load_program(mutated, f"mutated_{op.name}")
-            out = scorer.score(FakeRuntime(module._entry))
+            out = scorer.score(FakeRuntime(module.fit_and_predict))
             assert out.metrics["pearson_r"] > 0.5, op.name
 
 
@@ -254,8 +262,9 @@ def test_manifest_ids_prefix_and_data_sources() -> None:
         assert src.filename == f"{key}.csv" and not src.files
         assert src.sha256 == ""  # unpinned on purpose (see env.toml)
         assert "zenodo.org/records/17620759/files/" in src.url and src.license
-    assert lite.entry_point == "fit_and_predict" and "_entry" in lite.signature
-    assert "pandas" in tiny.preload  # the adapter's import is paid once per sandbox, not per call
+    assert lite.entry_point == "fit_and_predict" and lite.signature.startswith("fit_and_predict(")
+    assert "_entry" not in lite.signature and "def predict(" in lite.sandbox_driver
+    assert "pandas" in tiny.preload  # the driver's import is paid once per sandbox, not per call
 
 
 def test_real_variants_without_data_name_the_fetch_command(tmp_path: Path) -> None:
@@ -312,5 +321,5 @@ def test_data_fetch_by_prefix_then_lite_scores(tmp_path: Path, monkeypatch: pyte
     s = MultiEvolveScorer(lite, cache)
     s.prepare()
     assert len(s.assays) == 5 and [a.name for a in s.assays] == [k for k, _ in lite.data]
-    out = s.score(FakeRuntime(INITIAL_MODULE._entry))
+    out = s.score(FakeRuntime(INITIAL_MODULE.fit_and_predict))
     assert out.metrics["pearson_r"] > 0.5 and set(out.metrics) >= {"combined", "precision_top5_4"}
