@@ -17,3 +17,14 @@ def make_backend():
         )
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    # Tiny matmuls are dominated by intra-op thread hand-offs (10x slower on a busy machine).
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
