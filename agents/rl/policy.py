@@ -140,8 +140,10 @@ def _from_pretrained(source: str, gguf_file: str | None) -> tuple[Any, Any]:
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
     except ImportError as e:
-        raise PolicyLoadError(f"loading {source!r} needs an optional package ({e}); pip install 'evobench[rl]'")
-    except OSError as e:
+        raise PolicyLoadError(
+            f"loading {source!r} needs an optional package ({e}); pip install 'evobench[rl]'"
+        ) from e
+    except (OSError, ValueError) as e:
         raise PolicyLoadError(
             f"cannot load policy {source!r}: {e} (offline? set HF_HUB_OFFLINE=1 and use a cached id or a path)"
         ) from e
