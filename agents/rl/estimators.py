@@ -113,13 +113,12 @@ def tilted_kl(rewards: ArrayLike, beta: float) -> float:
     return float(np.sum(q * (log_q + math.log(r.size))))
 
 
-def solve_beta(
-    rewards: ArrayLike, gamma: float = LN2, max_fraction: float = 0.9, iters: int = 200
-) -> float:
+def solve_beta(rewards: ArrayLike, gamma: float = LN2, max_fraction: float = 0.9, iters: int = 200) -> float:
     """Inverse temperature with KL(q_beta || uniform) = gamma, found by bracketing and bisection.
 
     KL is non-decreasing in beta with supremum ln(N / t), t the number of rewards tied at the
-    maximum (within a relative 1e-9 of the reward range). When gamma is not below ``max_fraction`` of that supremum (always the case for
+    maximum (within a relative 1e-9 of the reward range). When gamma is not below
+    ``max_fraction`` of that supremum (always the case for
     N = 2 with gamma = ln 2) the target is lowered to ``max_fraction * ln(N / t)`` so beta stays
     finite and the advantages do not explode. A constant group returns 0.
 

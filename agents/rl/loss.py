@@ -89,7 +89,11 @@ def aggregate(
 
 
 def kl_shaped_advantages(
-    advantages: torch.Tensor, sampler_logp: torch.Tensor, base_logp: torch.Tensor, mask: torch.Tensor, coef: float
+    advantages: torch.Tensor,
+    sampler_logp: torch.Tensor,
+    base_logp: torch.Tensor,
+    mask: torch.Tensor,
+    coef: float,
 ) -> torch.Tensor:
     """TTT-Discover KL shaping: ``A_t + coef * (mean d - d_t)``, ``d = sampler - base``, mean over the batch.
 
@@ -151,7 +155,9 @@ def policy_loss(
     if cfg.clip:
         clipped = torch.clamp(ratio, 1.0 - cfg.eps_lo, 1.0 + cfg.eps_hi) * advantages
         per_token = -torch.minimum(unclipped, clipped)
-        is_clipped = ((advantages > 0) & (ratio > 1.0 + cfg.eps_hi)) | ((advantages < 0) & (ratio < 1.0 - cfg.eps_lo))
+        is_clipped = ((advantages > 0) & (ratio > 1.0 + cfg.eps_hi)) | (
+            (advantages < 0) & (ratio < 1.0 - cfg.eps_lo)
+        )
     else:
         per_token = -unclipped
         is_clipped = torch.zeros_like(mask, dtype=torch.bool)

@@ -106,7 +106,7 @@ def tiny_random(seed: int = 0, hidden: int = 32, layers: int = 2) -> LoadedPolic
     gen = torch.random.fork_rng(devices=[])
     with gen:
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg)
+        model: Any = LlamaForCausalLM(cfg)
         # Wider than the default 0.02 init so a random model's next-token distribution is not uniform.
         for p in model.parameters():
             if p.dim() == 2:
@@ -138,14 +138,15 @@ def _from_pretrained(source: str, gguf_file: str | None) -> tuple[Any, Any]:
     kwargs: dict[str, Any] = {} if gguf_file is None else {"gguf_file": gguf_file}
     try:
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
+        model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
     except ImportError as e:
         raise PolicyLoadError(
             f"loading {source!r} needs an optional package ({e}); pip install 'evobench[rl]'"
         ) from e
     except (OSError, ValueError) as e:
         raise PolicyLoadError(
-            f"cannot load policy {source!r}: {e} (offline? set HF_HUB_OFFLINE=1 and use a cached id or a path)"
+            f"cannot load policy {source!r}: {e} "
+            "(offline? set HF_HUB_OFFLINE=1 and use a cached id or a path)"
         ) from e
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token

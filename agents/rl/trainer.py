@@ -100,7 +100,9 @@ class Trainer:
     def rollout(self, prompts: Sequence[Sequence[int]]) -> list[list[Completion]]:
         """Sample one group per prompt with the step's seed."""
         c = self.config
-        return self.backend.sample(prompts, c.group_size, c.max_new_tokens, c.temperature, seed=c.seed * 1_000_003 + self.step)
+        return self.backend.sample(
+            prompts, c.group_size, c.max_new_tokens, c.temperature, seed=c.seed * 1_000_003 + self.step
+        )
 
     def train_step(self, prompts: Sequence[Sequence[int]], reward_fn: RewardFn) -> TrainRow:
         """Roll out, reward, update once, log and maybe checkpoint.
@@ -191,7 +193,11 @@ class Trainer:
         self.backend.save_state(tmp)
         atomic_write_json(
             tmp / "trainer.json",
-            {"step": self.step, "adapter_version": self.backend.adapter_version, "config": _jsonable(self.config)},
+            {
+                "step": self.step,
+                "adapter_version": self.backend.adapter_version,
+                "config": _jsonable(self.config),
+            },
         )
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)

@@ -60,7 +60,7 @@ def progress_reward(
     y_min: float | None = None,
     y_max: float | None = None,
 ) -> float:
-    """RL reward R = c * u(y)^alpha, and ``fail`` for a failed, unparsable or non-finite score (PACEvolve++ Eq. 5).
+    """RL reward R = c * u(y)^alpha; ``fail`` for a failed, unparsable or non-finite score (Eq. 5).
 
     The direction comes from ``y_init``/``y_target`` (smaller is better when the target is
     below the initial score). Optional explicit bounds ``y_min < y_max`` replace the default

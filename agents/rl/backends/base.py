@@ -107,7 +107,9 @@ class PolicyBackend(ABC):
         """Learner log-probs of each completion's tokens at ``temperature`` (no gradient)."""
 
     @abstractmethod
-    def update(self, completions: Sequence[Completion], advantages: Sequence[float], temperature: float) -> UpdateStats:
+    def update(
+        self, completions: Sequence[Completion], advantages: Sequence[float], temperature: float
+    ) -> UpdateStats:
         """One optimiser step on the batch with per-completion advantages (broadcast to tokens)."""
 
     @abstractmethod

@@ -202,7 +202,9 @@ class HFBackend(PolicyBackend):
                     result.append(logp[i, : len(c.token_ids)].cpu().numpy().astype(np.float64))
         return result
 
-    def update(self, completions: Sequence[Completion], advantages: Sequence[float], temperature: float) -> UpdateStats:
+    def update(
+        self, completions: Sequence[Completion], advantages: Sequence[float], temperature: float
+    ) -> UpdateStats:
         """One AdamW step on adapter parameters (see :class:`PolicyBackend`).
 
         Raises:
@@ -239,8 +241,12 @@ class HFBackend(PolicyBackend):
             tok_adv.append(a)
             samp.append(s)
         if cfg.kl_mode == "shaping" and cfg.kl_coef > 0:
-            masks = [(torch.arange(t.shape[1])[None, :] < torch.tensor([len(c.token_ids) for c, _ in mb])[:, None])
-                     .float().to(self.device) for t, mb in zip(tok_adv, mbs, strict=True)]
+            masks = [
+                (torch.arange(t.shape[1])[None, :] < torch.tensor([len(c.token_ids) for c, _ in mb])[:, None])
+                .float()
+                .to(self.device)
+                for t, mb in zip(tok_adv, mbs, strict=True)
+            ]
             flat_mask = torch.cat([m.flatten() for m in masks])
             flat_samp = torch.cat([s.flatten() for s in samp])
             flat_base = torch.cat([b.flatten() for b in base_cache])
@@ -256,7 +262,13 @@ class HFBackend(PolicyBackend):
         for j, mb in enumerate(mbs):
             logp, ent, mask = self._forward([c for c, _ in mb], temperature)
             terms = policy_loss(
-                logp, samp[j], tok_adv[j], mask, cfg, total_tokens, total_seqs,
+                logp,
+                samp[j],
+                tok_adv[j],
+                mask,
+                cfg,
+                total_tokens,
+                total_seqs,
                 base_logp=base_cache[j] if need_base else None,
             )
             terms.loss.backward()

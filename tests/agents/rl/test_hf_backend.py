@@ -76,7 +76,9 @@ def test_replayed_batch_gives_bit_identical_update(make_backend, tmp_path):
     for _ in range(2):
         b = make_backend(loss=loss, micro_batch=3)
         stats = b.update(replayed, adv, 0.9)
-        results.append((stats, {n: p.detach().clone() for n, p in b.model.named_parameters() if p.requires_grad}))
+        results.append(
+            (stats, {n: p.detach().clone() for n, p in b.model.named_parameters() if p.requires_grad})
+        )
     (s1, p1), (s2, p2) = results
     assert (s1.loss, s1.grad_norm, s1.kl) == (s2.loss, s2.grad_norm, s2.kl)
     assert all(torch.equal(p1[n], p2[n]) for n in p1)

@@ -35,7 +35,11 @@ def best_arm_probs(backend):
 def test_best_arm_probability_rises(make_backend, tmp_path, estimator, params, steps):
     backend = make_backend(lr=0.2)
     cfg = TrainerConfig(
-        estimator=estimator, estimator_params=params, group_size=16, max_new_tokens=1, total_steps=steps,
+        estimator=estimator,
+        estimator_params=params,
+        group_size=16,
+        max_new_tokens=1,
+        total_steps=steps,
         checkpoint_every=1000,
     )
     trainer = Trainer(backend, cfg, tmp_path)

