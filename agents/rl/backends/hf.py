@@ -177,18 +177,13 @@ class HFBackend(PolicyBackend):
         # Position t of the shifted tensors predicts token t + 1; completion j sits at P + j.
         width = max(len(c.token_ids) for c in batch)
         mask = torch.zeros(len(batch), width, device=self.device)
-        out = torch.zeros(len(batch), width, device=self.device)
-        ent = torch.zeros(len(batch), width, device=self.device)
-        out_rows = []
+        idx = torch.zeros(len(batch), width, dtype=torch.long, device=self.device)
         for i, c in enumerate(batch):
             p, m = len(c.prompt_ids), len(c.token_ids)
             mask[i, :m] = 1.0
-            out_rows.append((i, p - 1, m))
-            ent[i, :m] = entropy[i, p - 1 : p - 1 + m]
-        idx = torch.zeros(len(batch), width, dtype=torch.long, device=self.device)
-        for i, start, m in out_rows:
-            idx[i, :m] = torch.arange(start, start + m, device=self.device)
+            idx[i, :m] = torch.arange(p - 1, p - 1 + m, device=self.device)
         out = logp.gather(1, idx) * mask
+        ent = entropy.gather(1, idx) * mask
         return out, ent, mask
 
     def score(self, completions: Sequence[Completion], temperature: float) -> list[np.ndarray]:

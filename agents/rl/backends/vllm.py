@@ -27,6 +27,20 @@ import numpy as np
 from agents.rl.backends.base import Completion, PolicyBackend, UpdateStats
 from agents.rl.backends.hf import HFBackend
 
+_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def _lora_rank_slot(r: int) -> int:
+    """Smallest ``max_lora_rank`` value vLLM accepts that fits rank ``r``.
+
+    Raises:
+        ValueError: If ``r`` exceeds the largest slot.
+    """
+    for slot in _RANK_SLOTS:
+        if r <= slot:
+            return slot
+    raise ValueError(f"LoRA rank {r} exceeds vLLM's largest max_lora_rank {_RANK_SLOTS[-1]}")
+
 
 class VLLMUnavailableError(RuntimeError):
     """vLLM is not installed or no GPU is available."""
@@ -80,7 +94,7 @@ class VLLMBackend(PolicyBackend):
         self.llm = llm or LLM(
             model=base_model,
             enable_lora=True,
-            max_lora_rank=max(8, learner.lora.r),
+            max_lora_rank=_lora_rank_slot(learner.lora.r),
             max_loras=keep_versions,
             max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization,

@@ -38,10 +38,15 @@ def test_best_word_frequency_rises(tmp_path):
         return sum(first_word(c.text) == BEST for c in group)
 
     before = best_count()
-    cfg = TrainerConfig(estimator="grpo", group_size=8, max_new_tokens=3, temperature=0.7, checkpoint_every=100)
+    cfg = TrainerConfig(
+        estimator="grpo", group_size=8, max_new_tokens=3, temperature=0.7, checkpoint_every=100
+    )
     trainer = Trainer(backend, cfg, tmp_path)
     rows = [trainer.train_step([prompt], reward) for _ in range(5)]
     after = best_count()
     assert any(not r.skipped for r in rows)
     assert max(r.logprob_gap for r in rows if not r.skipped) < 1e-4
+    print(
+        f"smollm2: {BEST!r} in {before}/16 before, {after}/16 after; rewards {[r.reward_mean for r in rows]}"
+    )
     assert after >= before + 4, (before, after, [r.reward_mean for r in rows])
