@@ -1,12 +1,13 @@
 """Time of one LLM-SR evaluation per variant, through the real local sandbox.
 
 For every variant (the four released problems read from ``../shared/data/llm-sr``, copied into a
-temporary data cache, plus the regenerated tiny variant) it evaluates the initial program (the
-linear skeleton) and, for the oscillators, the true skeleton, ``REPEATS`` times after one
-warm-up, with ``LocalBackend(workers=1, mode="warm")``. Printed per row: median wall time of one
-evaluation, its split into sandbox setup / candidate time (equation calls during the fit plus the
-fresh prediction process) / scorer's own compute, the number of equation calls the fit made, and
-the mean candidate time per call.
+temporary data cache, plus the regenerated tiny variants; llm-sr-phys-osc1 is left out, its data
+is gated) it evaluates the initial program (the linear skeleton) and, for the oscillators, the
+true skeleton, ``REPEATS`` times after one warm-up, with ``LocalBackend(workers=1,
+mode="warm")``. Printed per row: median wall time of one evaluation, its split into sandbox
+setup / candidate time (equation calls during the fit plus the fresh prediction process) /
+scorer's own compute, the number of equation calls the fit made, and the mean candidate time per
+call.
 
 Run: ``python benchmarks/bench_llm_sr_scorer.py [repeats]``
 """
@@ -44,8 +45,19 @@ def equation(t, x, v, params):
     )
 """
 
+PHYS_TRUE = """
+import numpy as np
+
+
+def equation(x, t, v, params):
+    return (
+        params[0] * x**3 + params[1] * x * np.exp(-np.abs(x)) + params[2] * np.sin(t) + params[3] * np.sin(v)
+    )
+"""
+
 PROGRAMS = {
     "llm-sr-tiny": {"true": OSC1_TRUE},
+    "llm-sr-phys-osc1-tiny": {"true": PHYS_TRUE},
     "llm-sr-osc1": {"true": OSC1_TRUE},
     "llm-sr-osc2": {"true": OSC2_TRUE},
     "llm-sr-bactgrow": {},
@@ -71,7 +83,7 @@ def main() -> int:
         reg = default_registry()
         print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}, repeats: {repeats}")
         header = (
-            f"{'variant':<21}{'program':<9}{'log10 NMSE id':>14}{'total s':>9}{'setup s':>9}"
+            f"{'variant':<23}{'program':<9}{'log10 NMSE id':>14}{'total s':>9}{'setup s':>9}"
             f"{'cand. s':>9}{'scorer s':>9}{'calls':>7}{'ms/call':>9}"
         )
         print(header)
@@ -96,7 +108,7 @@ def main() -> int:
                     d = r.durations
                     calls = r.metrics["fit_calls"]
                     print(
-                        f"{vid:<21}{name:<9}{r.score:>14.3f}{wall:>9.3f}{d.setup:>9.3f}{d.candidate:>9.3f}"
+                        f"{vid:<23}{name:<9}{r.score:>14.3f}{wall:>9.3f}{d.setup:>9.3f}{d.candidate:>9.3f}"
                         f"{d.score:>9.3f}{calls:>7.0f}{1000 * d.candidate / max(calls, 1):>9.2f}"
                     )
     finally:

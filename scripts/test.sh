@@ -8,6 +8,11 @@ if [ "${CI:-}" = "true" ]; then
   # Docker tests really run in CI: a missing daemon or image is a failure there, not a skip.
   bash scripts/docker-setup.sh
 fi
+if [ "${CI:-}" = "true" ] || [ "${EVOBENCH_USER_INSTALL:-}" = "1" ]; then
+  # The install users really have (plain `pip install -e .`: the index's CUDA torch), checked
+  # before the main suite so that the suite's summary is the last thing printed.
+  bash scripts/user-install.sh
+fi
 .venv/bin/ruff check .
 .venv/bin/mypy
 set +e

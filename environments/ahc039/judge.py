@@ -1,14 +1,16 @@
 """Judge of AHC039: parse the last polygon, check every rule, count the fish inside it.
 
 Output: one or more polygons, each ``m`` followed by ``m`` vertices ``x y`` (whitespace-separated
-integers). Every polygon must be complete (its count and all its coordinates present); only the
-last one is checked and scored.
+integers, read as the official tester reads them: see :mod:`environments.ahc_common.parsing`).
+Every polygon must be complete, with ``m`` and all its coordinates in range; only the last one
+is checked further and scored. No polygon at all scores 1 (the tester's empty polygon).
 
-Rules (each rejection names one):
+Rules (each rejection names one; where several are broken, the name may differ from the
+tester's message, the score of 0 never does):
 
-* ``format``: integers only; the last polygon's coordinates must all be present.
-* ``vertex-count``: ``4 <= m <= 1000``.
-* ``coordinate-range``: every vertex has ``0 <= x, y <= 100000``.
+* ``utf-8`` / ``format``: valid UTF-8, integers only, every polygon complete.
+* ``vertex-count``: ``4 <= m <= 1000`` for every polygon.
+* ``coordinate-range``: every vertex of every polygon has ``0 <= x, y <= 100000``.
 * ``distinct-vertices``: no two vertices coincide.
 * ``axis-parallel``: every edge (including the closing one) is horizontal or vertical.
 * ``perimeter``: the total edge length is at most 400000.
@@ -69,33 +71,59 @@ class Polygon:
 
 
 def last_polygon(stdout: bytes) -> np.ndarray:
-    """The last polygon printed, as an [m, 2] int64 array.
+    """The last polygon printed, as an [m, 2] int64 array, after checking every polygon.
+
+    As in the official tester, every printed polygon must be complete, declare
+    ``4 <= m <= 1000`` vertices and keep all its coordinates in ``[0, 100000]``; only the last one
+    is then checked further and scored. An output without any polygon (empty or whitespace only)
+    gives a [0, 2] array: the tester scores that empty polygon as 1 (see :func:`case_score`).
 
     Raises:
-        OutputRejected: ``format`` or ``vertex-count``.
+        OutputRejected: ``utf-8``, ``format``, ``vertex-count`` or ``coordinate-range``, for the
+            first violation in reading order.
     """
     v = int_tokens(stdout)
-    if v.size == 0:
-        raise OutputRejected("format", "the output holds no polygon")
-    pos, count, last = 0, 0, (0, 0)
+    pos, starts = 0, []
+    failure: OutputRejected | None = None
+    read = 0  # numbers the tester reads before stopping
     while pos < v.size:
         m = int(v[pos])
-        count += 1
         if not MIN_VERTICES <= m <= MAX_VERTICES:
-            raise OutputRejected(
+            failure = OutputRejected(
                 "vertex-count",
-                f"polygon {count} declares {m} vertices; need {MIN_VERTICES} <= m <= {MAX_VERTICES}",
+                f"polygon {len(starts) + 1} declares {m} vertices; "
+                f"need {MIN_VERTICES} <= m <= {MAX_VERTICES}",
             )
-        end = pos + 1 + 2 * m
-        if end > v.size:
-            raise OutputRejected(
+            break
+        if pos + 1 + 2 * m > v.size:
+            failure = OutputRejected(
                 "format",
-                f"polygon {count} declares {m} vertices but only {v.size - pos - 1} numbers follow "
-                f"(need {2 * m})",
+                f"polygon {len(starts) + 1} declares {m} vertices but only {v.size - pos - 1} numbers "
+                f"follow (need {2 * m})",
             )
-        last = (pos + 1, end)
-        pos = end
-    return v[last[0] : last[1]].reshape(-1, 2)
+            read = v.size
+            break
+        starts.append(pos)
+        pos += 1 + 2 * m
+    read = max(read, pos)
+    # The tester range-checks each coordinate as it reads it, so a bad coordinate read before the
+    # failure above (if any) is what it reports.
+    coord = np.ones(read, dtype=bool)
+    coord[starts] = False
+    coord[pos:read] = np.arange(pos, read) != pos  # a truncated polygon: its count, then coordinates
+    bad = coord & ((v[:read] < 0) | (v[:read] > COORD_MAX))
+    if bad.any():
+        i = int(np.argmax(bad))
+        k = int(np.searchsorted(starts, i)) - 1
+        raise OutputRejected(
+            "coordinate-range",
+            f"polygon {k + 1} (of {len(starts)}) has coordinate {int(v[i])} outside [0, {COORD_MAX}]",
+        )
+    if failure is not None:
+        raise failure
+    if not starts:
+        return np.zeros((0, 2), dtype=np.int64)
+    return v[starts[-1] + 1 : pos].reshape(-1, 2)
 
 
 def _pt(p: np.ndarray) -> str:
@@ -292,7 +320,13 @@ def polygon_score(pts: SortedPoints, poly: Polygon) -> int:
 def case_score(pts: SortedPoints, stdout: bytes) -> int:
     """Score one case's output (``pts`` from :func:`points_of`).
 
+    An output without any polygon scores 1: the official tester scores the empty polygon
+    (no edge to check, no fish inside) as ``0 - 0 + 1``.
+
     Raises:
-        OutputRejected: If the output or its last polygon breaks a rule.
+        OutputRejected: If any polygon breaks a reading rule, or the last one a geometric rule.
     """
-    return polygon_score(pts, check_polygon(last_polygon(stdout)))
+    vertices = last_polygon(stdout)
+    if vertices.shape[0] == 0:
+        return 1
+    return polygon_score(pts, check_polygon(vertices))

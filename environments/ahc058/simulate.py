@@ -1,4 +1,4 @@
-"""Judge of AHC058: parse the action list and play the production plan, with 64-bit integers.
+"""Judge of AHC058: read the action list as the official tester does and play the plan in i64.
 
 Rules of one turn (restated from the statement): machines are indexed by level i (0 .. L-1) and
 ID j (0 .. N-1); B[i][j] (count) starts at 1, P[i][j] (power) at 0, apples at K.
@@ -12,16 +12,23 @@ ID j (0 .. N-1); B[i][j] (count) starts at 1, P[i][j] (power) at 0, apples at K.
 
 After T turns the case scores ``round(1e5 * log2(S))`` for S final apples (0 when S < 1).
 
-Output rules (each rejection names one): ``format`` (a line must be ``-1`` or two non-negative
-integers ``i j``; blank lines and lines whose first non-blank character is ``#`` are ignored),
-``machine-range`` (0 <= i < L and 0 <= j < N), ``action-count`` (exactly T actions),
-``apples`` (never pay more than you have), ``overflow`` (every count and the apple total must
-fit in a signed 64-bit integer, as in the official tester; we reject instead of wrapping around).
+Reading the output (the official tester's rules, which go beyond the statement): the output must
+be UTF-8; lines are cut at line feeds and trimmed; empty lines and lines starting with ``#``
+are skipped; reading stops at the T-th action, so anything after it is ignored; fewer than T
+actions is wrong. An action line is ``-1`` or ``i j`` and nothing more; ``i`` is read as a Rust ``i32``
+(``+0``, ``-0``, ``0003`` and ``-01`` are fine) in ``[-1, L-1]``, ``j`` as a ``usize`` (no ``-``
+sign) in ``[0, N-1]``.
 
-:func:`simulate_batch` plays many cases at once with numpy int64 arrays. Alongside, it bounds
-every new value in float64; a case whose bound reaches 2^62 is replayed exactly with Python
-integers by :func:`simulate_exact` (which also decides ``overflow``), so int64 wrap-around can
-never go unnoticed.
+Arithmetic is 64-bit and wraps around on overflow, as the tester's (built with overflow checks
+off) does; a plan whose apples end at 0 or below scores 0.
+
+Rules (each rejection names one): ``utf-8``, ``format`` (not an action line), ``machine-range``
+(a number out of range), ``action-count`` (fewer than T actions), ``apples`` (paying more than is
+held).
+
+:func:`simulate_batch` plays many cases at once with numpy int64 arrays, whose arithmetic wraps
+exactly like Rust's wrapping i64; :func:`simulate_exact` is the plain, per-case specification
+(Python integers reduced to i64 at every turn) that the batch is tested against.
 """
 
 from __future__ import annotations
@@ -31,57 +38,75 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from environments.ahc_common.parsing import OutputRejected, show
+from environments.ahc_common.parsing import OutputRejected, as_text, rust_int, show
 
 from .data import Instance
 
-I64_MAX = 2**63 - 1
-_GUARD = 2.0**62
-_MAX_DIGITS = 6
+_MOD = 2**64
+_HALF = 2**63
+
+
+def wrap_i64(x: int) -> int:
+    """``x`` reduced to a signed 64-bit integer, as Rust's wrapping arithmetic leaves it."""
+    return (x + _HALF) % _MOD - _HALF
 
 
 def parse_actions(stdout: bytes, inst: Instance) -> np.ndarray:
     """The T actions of an output as a [T, 2] int64 array of (level, id); (-1, -1) = do nothing.
 
     Raises:
-        OutputRejected: ``format``, ``machine-range`` or ``action-count``.
+        OutputRejected: ``utf-8``, ``format``, ``machine-range`` or ``action-count``.
     """
     levels: list[int] = []
     ids: list[int] = []
-    for number, raw in enumerate(stdout.split(b"\n"), start=1):
+    for number, raw in enumerate(as_text(stdout).split(b"\n"), start=1):
+        if len(levels) == inst.turns:
+            break  # the tester stops reading at the T-th action
         tok = raw.split()
         if not tok or tok[0][:1] == b"#":
             continue
-        if len(levels) == inst.turns:
-            raise OutputRejected(
-                "action-count", f"line {number}: more than T = {inst.turns} actions (comments start with #)"
-            )
-        if len(tok) == 1 and tok[0] == b"-1":
-            levels.append(-1)
-            ids.append(-1)
-            continue
-        if len(tok) != 2 or not all(t.isdigit() and len(t) <= _MAX_DIGITS for t in tok):
+        level = int(tok[0]) if tok[0].isdigit() and len(tok[0]) < 10 else rust_int(tok[0])
+        if level is None:
             raise OutputRejected(
                 "format", f"line {number}: expected '-1' or 'i j', got {show(raw.strip(), 40)}"
             )
-        i, j = int(tok[0]), int(tok[1])
-        if i >= inst.levels or j >= inst.n:
+        if not -1 <= level < inst.levels:
             raise OutputRejected(
-                "machine-range",
-                f"line {number}: machine {j}^{i} does not exist (level < {inst.levels}, id < {inst.n})",
+                "machine-range", f"line {number}: level {level} is not -1 or in [0, {inst.levels - 1}]"
             )
-        levels.append(i)
-        ids.append(j)
-    if len(levels) != inst.turns:
-        raise OutputRejected("action-count", f"{len(levels)} actions, exactly T = {inst.turns} are needed")
+        ident = -1
+        if level >= 0:
+            if len(tok) < 2:
+                raise OutputRejected("format", f"line {number}: level {level} without an id")
+            t1 = tok[1]
+            ident_or_none = int(t1) if t1.isdigit() and len(t1) < 10 else rust_int(t1, unsigned=True)
+            if ident_or_none is None:
+                raise OutputRejected("format", f"line {number}: id {show(t1)} is not an integer >= 0")
+            ident = ident_or_none
+            if ident >= inst.n:
+                raise OutputRejected(
+                    "machine-range", f"line {number}: machine {ident}^{level} does not exist (id < {inst.n})"
+                )
+        if len(tok) > (1 if level < 0 else 2):
+            raise OutputRejected("format", f"line {number}: too many numbers in {show(raw.strip(), 40)}")
+        levels.append(level)
+        ids.append(ident)
+    if len(levels) < inst.turns:
+        raise OutputRejected("action-count", f"{len(levels)} actions, T = {inst.turns} are needed")
     return np.array([levels, ids], dtype=np.int64).T.reshape(inst.turns, 2)
 
 
 def case_score(apples: int) -> int:
-    """``round(1e5 * log2(S))`` (halves away from zero), 0 when S < 1."""
+    """``round(1e5 * log2(S))`` as the tester computes it, 0 when S < 1.
+
+    ``S`` goes through ``f64`` first (Rust's ``as f64``: round to nearest) and the result is
+    rounded half away from zero (Rust's ``f64::round``).
+    """
     if apples < 1:
         return 0
-    return math.floor(1e5 * math.log2(apples) + 0.5)
+    x = 1e5 * math.log2(float(apples))
+    r = math.floor(x)
+    return r + 1 if x - r >= 0.5 else r  # x - floor(x) is exact for x >= 0
 
 
 def _short(t: int, i: int, j: int, cost: int, held: int) -> OutputRejected:
@@ -91,10 +116,13 @@ def _short(t: int, i: int, j: int, cost: int, held: int) -> OutputRejected:
 
 
 def simulate_exact(inst: Instance, actions: np.ndarray) -> int:
-    """Final apples of one plan, with exact Python integers (the executable specification).
+    """Final apples of one plan, in wrapping 64-bit arithmetic (the executable specification).
+
+    Additions and multiplications wrap modulo 2^64, so reducing to i64 once per turn (before the
+    next comparison of apples with a cost) gives exactly the tester's values.
 
     Raises:
-        OutputRejected: ``apples`` or ``overflow``.
+        OutputRejected: ``apples``.
     """
     n, levels = inst.n, inst.levels
     a = [int(x) for x in inst.a]
@@ -104,7 +132,7 @@ def simulate_exact(inst: Instance, actions: np.ndarray) -> int:
     apples = int(inst.apples)
     for t, (i, j) in enumerate(np.asarray(actions).tolist()):
         if i >= 0:
-            cost = c[i][j] * (p[i][j] + 1)
+            cost = wrap_i64(c[i][j] * (p[i][j] + 1))
             if cost > apples:
                 raise _short(t, i, j, cost, apples)
             apples -= cost
@@ -113,10 +141,8 @@ def simulate_exact(inst: Instance, actions: np.ndarray) -> int:
         for lv in range(1, levels):
             up, power, down = b[lv], p[lv], b[lv - 1]
             for k in range(n):
-                down[k] += up[k] * power[k]
-        # Everything only grows within a turn, so checking at its end catches every overflow.
-        if apples > I64_MAX or max(max(row) for row in b) > I64_MAX:
-            raise OutputRejected("overflow", f"turn {t}: a machine count or the apple total exceeds 2^63 - 1")
+                down[k] = wrap_i64(down[k] + up[k] * power[k])
+        apples = wrap_i64(apples)
     return apples
 
 
@@ -124,6 +150,9 @@ def simulate_batch(
     instances: Sequence[Instance], actions: Sequence[np.ndarray]
 ) -> list[int | OutputRejected]:
     """Final apples (or the rejection) of many plans; instances must share N, L and T.
+
+    numpy's int64 arithmetic wraps around exactly like the tester's i64, so no overflow handling
+    is needed.
 
     Returns:
         Per plan, the final apple count or the rule it broke.
@@ -138,45 +167,26 @@ def simulate_batch(
     if any((x.n, x.levels, x.turns) != (n, levels, turns) for x in instances):
         raise ValueError("simulate_batch needs instances of one size")
     a = np.stack([x.a for x in instances]).astype(np.int64)
-    af = a.astype(np.float64)
     c = np.stack([x.c for x in instances]).astype(np.int64)
     act = np.stack([np.asarray(x, dtype=np.int64) for x in actions])  # [K, T, 2]
     apples = np.array([x.apples for x in instances], dtype=np.int64)
     b = np.ones((k, levels, n), dtype=np.int64)
     p = np.zeros((k, levels, n), dtype=np.int64)
-    risky = np.zeros(k, dtype=bool)
     failed: dict[int, OutputRejected] = {}
     for t in range(turns):
         lv, ids = act[:, t, 0], act[:, t, 1]
         rows = np.flatnonzero(lv >= 0)
         if rows.size:
             li, ji = lv[rows], ids[rows]
-            cost = c[rows, li, ji] * (p[rows, li, ji] + 1)  # <= 1.25e12 * (T + 1): no overflow
+            cost = c[rows, li, ji] * (p[rows, li, ji] + 1)
             short = cost > apples[rows]
-            for r in np.flatnonzero(short & ~risky[rows]).tolist():
+            for r in np.flatnonzero(short).tolist():
                 case = int(rows[r])
                 if case not in failed:
                     failed[case] = _short(t, int(li[r]), int(ji[r]), int(cost[r]), int(apples[case]))
             pay = ~short
             apples[rows[pay]] -= cost[pay]
             p[rows[pay], li[pay], ji[pay]] += 1
-        bf = b.astype(np.float64)
-        pf = p.astype(np.float64)
-        gain_bound = (af * bf[:, 0, :] * pf[:, 0, :]).sum(axis=1)
-        risky |= apples.astype(np.float64) + gain_bound >= _GUARD
-        if levels > 1:
-            risky |= (bf[:, :-1, :] + bf[:, 1:, :] * pf[:, 1:, :]).max(axis=(1, 2)) >= _GUARD
         apples += (a * (b[:, 0, :] * p[:, 0, :])).sum(axis=1)
         b[:, :-1, :] += b[:, 1:, :] * p[:, 1:, :]  # the right side is computed from the old counts
-    out: list[int | OutputRejected] = []
-    for case in range(k):
-        if risky[case]:  # replay exactly; this also decides apples-shortage after the guard tripped
-            try:
-                out.append(simulate_exact(instances[case], act[case]))
-            except OutputRejected as e:
-                out.append(e)
-        elif case in failed:
-            out.append(failed[case])
-        else:
-            out.append(int(apples[case]))
-    return out
+    return [failed.get(case, int(apples[case])) for case in range(k)]

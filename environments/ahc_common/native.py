@@ -153,6 +153,8 @@ def classify(res: ExecResult, limits: Limits) -> tuple[str, str]:
     if res.timed_out:
         which = "CPU-time" if res.limit == "cpu" else "wall-clock"
         return TLE, f"killed by the {which} limit after {res.seconds:.2f} s"
+    if res.limit == "memory":  # the sandbox's cgroup OOM-killed it (a SIGKILL, not the CPU limit)
+        return RUNTIME_ERROR, f"killed at the {limits.memory_mb} MiB memory limit"
     if res.returncode in _KILL_CODES:
         return TLE, f"killed by the {limits.cpu_seconds:g} s CPU-time limit (exit status {res.returncode})"
     if res.cpu_seconds == res.cpu_seconds and res.cpu_seconds > limits.cpu_seconds:  # not NaN

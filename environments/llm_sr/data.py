@@ -1,6 +1,7 @@
 """Data recipe of the LLM-SR family: the three splits (train, test_id, test_ood) of one problem.
 
-Two sources, both yielding a :class:`Problem` of float64 input matrices and target vectors:
+Sources, all yielding a :class:`Problem` of float64 input matrices and target vectors (the
+LLM-SRBench HDF5 file is read by ``lsrbench.py``):
 
 * :func:`load_csv_problem` reads a released problem of the LLM-SR repository from the data cache
   (``bench data fetch llm_sr`` puts ``<problem>/{train,test_id,test_ood}.csv`` under
@@ -8,7 +9,7 @@ Two sources, both yielding a :class:`Problem` of float64 input matrices and targ
   the others are the inputs, in the order the task prompt lists them. The sha256 of every file is
   checked against the manifest before use.
 * :func:`oscillator_problem` regenerates an oscillator problem from its equation of motion (for the
-  tiny CPU variant and for tests, no download): the state (x, v) follows x' = v, v' = a(t, x, v)
+  tiny CPU variants and for tests, no download): the state (x, v) follows x' = v, v' = a(t, x, v)
   from x = v = 0.5 at t = 0, integrated with ``scipy.integrate.solve_ivp`` (DOP853, tight
   tolerances). As in the released sets, the out-of-domain split samples the early window
   t in [0, 20] (large amplitude) and train / test_id interleave samples of the later window
@@ -166,6 +167,11 @@ def _oscillator2(t: Any, x: Any, v: Any) -> Any:
     return 0.3 * np.sin(t) - 0.5 * v**3 - x * v - 5.0 * x * np.exp(0.5 * x)
 
 
+def _phys_osc1(t: Any, x: Any, v: Any) -> Any:
+    """LLM-SRBench LSR-Synth ``phys_osc`` problem 0 (PACEvolve's task), as its metadata states it."""
+    return -1.0267 * x**3 - 1.0267 * x * np.exp(-np.abs(x)) + 0.9480 * np.sin(t) - 0.7123 * np.sin(v)
+
+
 @dataclass(frozen=True)
 class OscillatorSystem:
     """Equation of motion of one oscillator and the inputs its problem exposes."""
@@ -174,11 +180,14 @@ class OscillatorSystem:
     """a(t, x, v)."""
     columns: tuple[str, ...]
     """Input columns of the problem (``t`` only for a time-dependent system)."""
+    target: str = "a"
+    """Name of the target column."""
 
 
 OSCILLATORS = {
     "oscillator1": OscillatorSystem(_oscillator1, ("x", "v")),
     "oscillator2": OscillatorSystem(_oscillator2, ("t", "x", "v")),
+    "phys_osc1": OscillatorSystem(_phys_osc1, ("x", "t", "v"), "dv_dt"),
 }
 
 
@@ -191,13 +200,13 @@ def oscillator_problem(params: Mapping[str, Any]) -> Problem:
     """Regenerate an oscillator problem by integrating its equation of motion.
 
     Args:
-        params: ``system`` (``oscillator1`` or ``oscillator2``), ``seed`` (int), ``n_train``,
+        params: ``system`` (a key of :data:`OSCILLATORS`), ``seed`` (int), ``n_train``,
             ``n_test_id``, ``n_test_ood`` (rows per split), ``noise`` (relative std of Gaussian
             target noise, default 0), ``id_window`` ([30, 50]) and ``ood_window`` ([0, 20]) in
             time units, ``x0`` / ``v0`` (0.5).
 
     Returns:
-        The problem (columns ``x, v`` or ``t, x, v``; target ``a``).
+        The problem (the system's columns and target).
 
     Raises:
         ValueError: If the parameters are inconsistent.
@@ -244,4 +253,4 @@ def oscillator_problem(params: Mapping[str, Any]) -> Problem:
         "test_id": split(t_id[~in_train]),
         "test_ood": split(t_ood),
     }
-    return Problem(name=name, columns=system.columns, target_name="a", splits=splits)
+    return Problem(name=name, columns=system.columns, target_name=system.target, splits=splits)

@@ -1,10 +1,11 @@
 """Runs INSIDE the sandbox, in a fresh interpreter: evaluate the candidate once per split.
 
 The trusted scorer copies this file, the candidate's source and ``inputs.npz`` (input columns of
-every split plus the fitted parameters; never a target) into a directory of the candidate's work
-directory and runs ``python -I -B <dir>/sandbox_driver.py``. The predictions go back on stdout as one
-frame at the very end: ``MAGIC``, the payload length (8 bytes, little-endian) and the float64
-predictions of all splits concatenated in the order of ``splits``. Nothing here is secret; the
+every split plus one or more fitted parameter vectors, one per row of ``params``; never a target)
+into a directory of the candidate's work directory and runs ``python -I -B <dir>/sandbox_driver.py``.
+The predictions go back on stdout as one frame at the very end: ``MAGIC``, the payload length
+(8 bytes, little-endian) and the float64 predictions, for each parameter vector in turn, of all
+splits concatenated in the order of ``splits``. Nothing here is secret; the
 candidate can read and even patch this code, which gains it nothing: the frame only carries its own
 predictions, computed without ever seeing a target.
 
@@ -29,7 +30,7 @@ def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     with np.load(os.path.join(here, "inputs.npz"), allow_pickle=False) as z:
         splits = [str(s) for s in z["splits"]]
-        params = np.array(z["params"], dtype=np.float64)
+        param_sets = np.atleast_2d(np.array(z["params"], dtype=np.float64))
         inputs = {s: np.array(z["x_" + s], dtype=np.float64) for s in splits}
     spec = importlib.util.spec_from_file_location("candidate", os.path.join(here, "candidate.py"))
     module = importlib.util.module_from_spec(spec)
@@ -39,7 +40,7 @@ def main() -> None:
     if not callable(equation):
         raise AttributeError("the candidate has no function 'equation'")
     chunks = []
-    for s in splits:
+    for params, s in [(p, s) for p in param_sets for s in splits]:
         x = inputs[s]
         columns = [np.ascontiguousarray(x[:, j]) for j in range(x.shape[1])]
         out = equation(*columns, params.copy())

@@ -2,15 +2,19 @@
 
 Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
 
-1. **Fit** (``fit.py``). The scorer runs BFGS on the train NMSE from params = 1.0. Every
-   objective evaluation is one ``candidate.call("equation", *train_input_columns, params)`` into
+1. **Fit** (``fit.py``). By default (``fit = "published"``) the scorer runs the published LLM-SR
+   protocol: scipy BFGS with default options on the train MSE from params = 1.0, so scores line
+   up with published tables. ``fit = "strong"`` scores with the stronger fit of family version 1
+   instead, and ``report_strong_fit = true`` runs the strong fit as well and reports its scores as
+   extra metrics (off by default: a second fit, with 1.1-2.8x the calls of the published one).
+   Every objective evaluation is one ``candidate.call("equation", *train_input_columns, params)`` into
    the candidate's sandboxed process; the targets stay in this process, and the MSE is computed
-   here. One call costs ~0.4 ms (500 rows) to ~1 ms (10,000 rows) of IPC, and a fit takes a few
-   hundred to ~1,000 calls (capped by ``max_calls``), so no candidate-side batching helper is
-   needed: the contract stays the plain LLM-SR skeleton.
-2. **Predict in a fresh process.** The fitted params are written, with the input columns of all
-   three splits, into a directory of the candidate's work directory, and a *new* sandboxed
-   interpreter (``candidate.run``) loads the candidate source from scratch and returns its
+   here. One call costs ~0.4 ms (500 rows) to ~1 ms (10,000 rows) of IPC, and a fit takes one to a
+   few hundred (published) or a few hundred to ~3,000 (strong) calls, so no candidate-side
+   batching helper is needed: the contract stays the plain LLM-SR skeleton.
+2. **Predict in a fresh process.** The fitted params (one vector per fit) are written, with the
+   input columns of all three splits, into a directory of the candidate's work directory, and a
+   *new* sandboxed interpreter (``candidate.run``) loads the candidate source from scratch and returns its
    predictions (``sandbox_driver.py``). Why not reuse the fitting process: the sequence of
    parameter vectors BFGS sends is a function of the train targets (each step reveals a
    gradient, i.e. inner products of the residual with features the candidate chooses), so a
@@ -21,9 +25,11 @@ Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
    system anyway; in cold mode this relies on the sandbox's uid switch, i.e. a harness running
    as root).
 3. **Check and score.** The fresh train predictions must reproduce the ones the fitting process
-   returned at the same params (rule ``deterministic``); all predictions must be finite (rule
-   ``finite``). Metrics: train MSE; NMSE = mean((y - y_hat)^2) / var(y) and its log10 on test_id
-   and test_ood. Combined score: log10 NMSE on test_id (minimised), floored at log10(1e-30).
+   returned at the same params (rule ``deterministic``); all predictions of the scored fit must be
+   finite (rule ``finite``; NaN is never dropped, unlike LLM-SRBench's metric code). Metrics:
+   train MSE; NMSE = mean((y - y_hat)^2) / var(y) and its log10 on test_id and test_ood. Combined
+   score: log10 NMSE on test_id (minimised), floored at log10(1e-30). The extra strong-fit
+   metrics are left out when that fit's predictions are not finite (they never fail a candidate).
 
 Validity rules (``CandidateInvalid``, message ``rule '<name>': ...``): ``type`` / ``dtype`` /
 ``shape`` (a real numpy array with one value per row), ``finite``, ``max-params`` (the skeleton
@@ -35,7 +41,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import secrets
 import shutil
 import struct
 from pathlib import Path
@@ -43,17 +48,21 @@ from typing import Any
 
 import numpy as np
 
+from harness.envs.data import ChecksumError, DataMissingError, expected_sha256, sha256_file
 from harness.envs.manifest import DataSource
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
+from harness.scoring.exchange import ExchangeDir
 
 from .data import SPLITS, Problem, load_csv_problem, oscillator_problem
-from .fit import FitSettings, fit_parameters, nmse
+from .fit import FitResult, FitSettings, PublishedFitSettings, fit_parameters, fit_published, nmse
+from .lsrbench import load_lsrbench_problem
 
 DRIVER_FILE = Path(__file__).resolve().with_name("sandbox_driver.py")
 MAGIC = b"\x00EVOBENCH-LLM-SR-PREDICTIONS\x00"  # must match sandbox_driver.MAGIC
 RULE_EXIT = 3  # sandbox_driver's exit code for a broken rule
 ENTRY = "equation"
+FITS = ("published", "strong")
 _REASON_CAP = 1500
 
 
@@ -108,17 +117,6 @@ def _seal_workdir(workdir: Path) -> None:
             pass
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` (which must not exist; links are not followed) world-readable, and write it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-    finally:
-        os.close(fd)
-
-
 def parse_frame(stdout: bytes, rows: list[int]) -> list[np.ndarray]:
     """Split the prediction frame at the end of the driver's stdout into one vector per split.
 
@@ -144,11 +142,16 @@ def parse_frame(stdout: bytes, rows: list[int]) -> list[np.ndarray]:
 class LlmSrScorer(Scorer):
     """Fit-then-test scorer of an LLM-SR equation skeleton.
 
-    Parameters (``variant.scorer_params``): fit settings (``max_params`` [10], ``param_init``
-    [1.0], ``gtol`` [1e-10], ``max_iter`` [150], ``max_calls`` [3000], ``fd_scheme``
-    ["3-point"]); ``nmse_floor`` [1e-30]; ``deterministic_rtol`` [1e-9]; ``fresh_timeout_s`` [60];
-    either ``synthetic = true`` with the keys of :func:`data.oscillator_problem`, or ``problem``,
-    ``columns``, ``target`` (and optionally ``data_key``) for a released problem.
+    Parameters (``variant.scorer_params``): ``fit`` ["published"] (or "strong"), the fit that
+    is scored; ``report_strong_fit`` [false], also run the strong fit and report
+    ``log10_nmse_strong_fit`` / ``log10_nmse_ood_strong_fit`` / ``fit_calls_strong``; published
+    fit settings (``max_params`` [10], ``param_init`` [1.0], ``published_max_calls`` [20000]);
+    strong fit settings (``gtol`` [1e-10], ``max_iter`` [150], ``max_calls`` [3000],
+    ``fd_scheme`` ["3-point"]); ``nmse_floor`` [1e-30]; ``deterministic_rtol`` [1e-9];
+    ``fresh_timeout_s`` [60]; the data: ``synthetic = true`` with the keys of
+    :func:`data.oscillator_problem`, or ``problem``, ``columns``, ``target`` (and optionally
+    ``data_key``) for a released LLM-SR problem, or ``format = "lsrbench-hdf5"`` with ``group``,
+    ``problem_index``, ``columns``, ``target``, ``truth`` and ``data_key`` for LLM-SRBench.
     """
 
     problem: Problem
@@ -158,16 +161,23 @@ class LlmSrScorer(Scorer):
 
         Raises:
             DataMissingError: The released data has not been fetched.
-            ChecksumError: A cached file does not match its pinned sha256.
+            ChecksumError: A cached file does not match its pinned (or first-fetch) sha256.
             ValueError: The parameters or the data are inconsistent.
         """
         p = self.params
+        self.fit = str(p.get("fit", "published"))
+        if self.fit not in FITS:
+            raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
+        self.report_strong = bool(p.get("report_strong_fit", False)) and self.fit != "strong"
         self.settings = FitSettings.from_params(p)
+        self.published_settings = PublishedFitSettings.from_params(p)
         self.nmse_floor = float(p.get("nmse_floor", 1e-30))
         self.deterministic_rtol = float(p.get("deterministic_rtol", 1e-9))
         self.fresh_timeout_s = float(p.get("fresh_timeout_s", 60.0))
         if p.get("synthetic", False):
             self.problem = oscillator_problem(p)
+        elif p.get("format") == "lsrbench-hdf5":
+            self.problem = self._load_lsrbench()
         else:
             source = self._source()
             self.problem = load_csv_problem(
@@ -182,6 +192,35 @@ class LlmSrScorer(Scorer):
         train = self.problem.splits["train"]
         self.train_columns = train.columns()
         self.target_scale = float(np.max(np.abs(train.target)))
+
+    def _load_lsrbench(self) -> Problem:
+        p = self.params
+        source = self._source()
+        path = Path(self.data_dir) / source.filename
+        if not path.is_file():
+            raise DataMissingError(
+                f"{self.variant.id} needs {path}; run `bench data fetch {self.variant.family}` with a "
+                "Hugging Face token in HF_TOKEN first (see the variant's data source for access)"
+            )
+        want = expected_sha256(self.variant.family, source)
+        if not want:
+            raise ChecksumError(
+                f"{path}: no sha256 is pinned or recorded; fetch it again with `bench data fetch`"
+            )
+        got = sha256_file(path)
+        if got != want:
+            raise ChecksumError(
+                f"{path}: sha256 {got} does not match the recorded {want}; delete it and fetch again"
+            )
+        truth = p.get("truth")
+        return load_lsrbench_problem(
+            path,
+            group=str(p["group"]),
+            problem_index=int(p.get("problem_index", 0)),
+            columns=tuple(str(c) for c in p["columns"]),
+            target_name=str(p["target"]),
+            truth=None if truth is None else str(truth),
+        )
 
     def _source(self) -> DataSource:
         key = self.params.get("data_key")
@@ -214,63 +253,107 @@ class LlmSrScorer(Scorer):
             call_seconds += float(result.seconds)
             return check_prediction(result.value, train.rows, "train")
 
-        fit = fit_parameters(predict, train.target, self.settings)
-        predictions, run_seconds = self._fresh_predictions(candidate, fit.params)
-
-        fresh_train = predictions["train"]
-        tol = self.deterministic_rtol * max(self.target_scale, float(np.max(np.abs(fit.prediction))), 1e-300)
-        worst = float(np.max(np.abs(fresh_train - fit.prediction)))
-        if not worst <= tol:
-            raise CandidateInvalid(
-                "rule 'deterministic': in a fresh process, equation's train predictions at the fitted "
-                f"parameters differ from those it returned during the fit (max difference {worst:.3g}); "
-                "equation must be a pure function of its arguments"
-            )
-        metrics: dict[str, float] = {}
-        for split in SPLITS:
-            target = self.problem.splits[split].target
-            err = nmse(predictions[split], target)
-            if not math.isfinite(err):
-                raise CandidateInvalid(f"rule 'finite': the squared error on {split} overflows")
-            if split == "train":
-                with np.errstate(all="ignore"):
-                    mse = float(np.mean((predictions[split] - target) ** 2))
-                metrics["train_mse"] = require_finite("train_mse", mse)
-                metrics["train_nmse"] = err
-                continue
-            key = "id" if split == "test_id" else "ood"
-            metrics[f"nmse_{key}"] = err
-            metrics[f"log10_nmse_{key}"] = math.log10(max(err, self.nmse_floor))
-        metrics["fit_calls"] = float(fit.calls)
+        fits: list[FitResult] = []
+        if self.fit == "published":
+            fits.append(fit_published(predict, train.target, self.published_settings))
+        if self.fit == "strong" or self.report_strong:
+            fits.append(fit_parameters(predict, train.target, self.settings))
+        sets, run_seconds = self._fresh_predictions(candidate, np.stack([f.params for f in fits]))
+        for fit, predictions in zip(fits, sets, strict=True):
+            self._check_deterministic(fit, predictions["train"])
+        metrics = self._metrics(sets[0], strict=True)
+        metrics["fit_calls"] = float(fits[0].calls)
+        if self.report_strong:
+            extra = self._metrics(sets[1], strict=False)
+            if extra:
+                metrics["log10_nmse_strong_fit"] = extra["log10_nmse_id"]
+                metrics["log10_nmse_ood_strong_fit"] = extra["log10_nmse_ood"]
+            metrics["fit_calls_strong"] = float(fits[1].calls)
         return ScoreOutcome(
             score=metrics["log10_nmse_id"],
             metrics=metrics,
             candidate_seconds=call_seconds + run_seconds,
         )
 
-    def _fresh_predictions(
-        self, candidate: CandidateRuntime, params: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float]:
-        """Predict every split with ``params`` in a new sandboxed interpreter (see module docstring).
+    def _check_deterministic(self, fit: FitResult, fresh_train: np.ndarray) -> None:
+        scale = max(self.target_scale, float(np.max(np.abs(fit.prediction))), 1e-300)
+        with np.errstate(all="ignore"):
+            worst = float(np.max(np.abs(fresh_train - fit.prediction)))
+        if not worst <= self.deterministic_rtol * scale:
+            raise CandidateInvalid(
+                "rule 'deterministic': in a fresh process, equation's train predictions at the fitted "
+                f"parameters differ from those it returned during the fit (max difference {worst:.3g}); "
+                "equation must be a pure function of its arguments"
+            )
+
+    def _metrics(self, predictions: dict[str, np.ndarray], *, strict: bool) -> dict[str, float]:
+        """Train MSE / NMSE and test NMSE / log10 NMSE of one fit's fresh predictions.
+
+        With ``strict``, non-finite predictions or errors make the candidate invalid; without it
+        (the reported-only strong fit), they give an empty dict.
 
         Raises:
-            CandidateInvalid: A broken rule (shape, finite).
+            CandidateInvalid: With ``strict``, a prediction or an error is not finite.
+        """
+        metrics: dict[str, float] = {}
+        for split in SPLITS:
+            pred = predictions[split]
+            bad = int(np.count_nonzero(~np.isfinite(pred)))
+            target = self.problem.splits[split].target
+            err = nmse(pred, target) if not bad else float("nan")
+            if not math.isfinite(err):
+                if not strict:
+                    return {}
+                if bad:
+                    raise CandidateInvalid(
+                        f"rule 'finite': {bad} of {pred.size} predictions on {split} are NaN or infinite"
+                    )
+                raise CandidateInvalid(f"rule 'finite': the squared error on {split} overflows")
+            if split == "train":
+                with np.errstate(all="ignore"):
+                    mse = float(np.mean((pred - target) ** 2))
+                metrics["train_mse"] = require_finite("train_mse", mse)
+                metrics["train_nmse"] = err
+                continue
+            key = "id" if split == "test_id" else "ood"
+            metrics[f"nmse_{key}"] = err
+            metrics[f"log10_nmse_{key}"] = math.log10(max(err, self.nmse_floor))
+        return metrics
+
+    def _fresh_predictions(
+        self, candidate: CandidateRuntime, param_sets: np.ndarray
+    ) -> tuple[list[dict[str, np.ndarray]], float]:
+        """Predict every split for every row of ``param_sets`` in a new sandboxed interpreter.
+
+        See the module docstring. Finiteness is checked by the caller.
+
+        Raises:
+            CandidateInvalid: A broken rule (shape).
             CandidateError: The process failed or its output is malformed.
             CandidateTimeout: The process ran out of time.
         """
         workdir = Path(candidate.workdir)
         _seal_workdir(workdir)
-        sub = workdir / f"llm-sr-{secrets.token_hex(8)}"
-        sub.mkdir(mode=0o755)
-        os.chmod(sub, 0o755)
+        sub = ExchangeDir(workdir, "llm-sr", writable=False)
+        try:
+            return self._run_fresh(candidate, sub, param_sets)
+        finally:
+            sub.close()
+
+    def _run_fresh(
+        self, candidate: CandidateRuntime, sub: ExchangeDir, param_sets: np.ndarray
+    ) -> tuple[list[dict[str, np.ndarray]], float]:
         buf = io.BytesIO()
-        arrays: dict[str, Any] = {"splits": np.array(SPLITS), "params": np.asarray(params, dtype=np.float64)}
+        arrays: dict[str, Any] = {
+            "splits": np.array(SPLITS),
+            "params": np.asarray(param_sets, dtype=np.float64),
+        }
         for split in SPLITS:
             arrays[f"x_{split}"] = self.problem.splits[split].inputs
         np.savez(buf, **arrays)
-        _write_new(sub / "inputs.npz", buf.getvalue())
-        _write_new(sub / "candidate.py", candidate.source.encode("utf-8"))
-        _write_new(sub / "sandbox_driver.py", self.driver_source)
+        sub.write_new("inputs.npz", buf.getvalue())
+        sub.write_new("candidate.py", candidate.source.encode("utf-8"))
+        sub.write_new("sandbox_driver.py", self.driver_source)
         timeout = min(self.fresh_timeout_s, max(candidate.remaining(), 0.0))
         if timeout <= 0:
             raise CandidateTimeout("no time left to predict the test splits")
@@ -291,12 +374,9 @@ class LlmSrScorer(Scorer):
                 f"{stderr[-_REASON_CAP:]}"
             )
         rows = [self.problem.splits[s].rows for s in SPLITS]
-        parts = parse_frame(res.stdout, rows)
-        out = dict(zip(SPLITS, parts, strict=True))
-        for split, pred in out.items():
-            bad = int(np.count_nonzero(~np.isfinite(pred)))
-            if bad:
-                raise CandidateInvalid(
-                    f"rule 'finite': {bad} of {pred.size} predictions on {split} are NaN or infinite"
-                )
-        return out, float(res.seconds)
+        parts = parse_frame(res.stdout, rows * len(param_sets))
+        sets = [
+            dict(zip(SPLITS, parts[i * len(SPLITS) : (i + 1) * len(SPLITS)], strict=True))
+            for i in range(len(param_sets))
+        ]
+        return sets, float(res.seconds)

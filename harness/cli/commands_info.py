@@ -84,13 +84,19 @@ def agents() -> int:
     return 0
 
 
-def leaderboard(env: str, leaderboard_dir: Path = Path("leaderboards"), all_versions: bool = False) -> int:
+def leaderboard(
+    env: str,
+    leaderboard_dir: Path = Path("leaderboards"),
+    all_versions: bool = False,
+    format: Literal["table", "md", "html", "csv", "json"] = "table",
+) -> int:
     """Compare agents on one variant: runs, seeds, best, mean +- SEM of best score, progress.
 
     Args:
         env: Variant id (e.g. ``eplb-tiny``).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         all_versions: Pool rows made on older contents of the variant (different hash).
+        format: ``table`` (terminal) or an export format: Markdown, standalone HTML, CSV, JSON.
     """
     v = default_registry().get(env)
     df = load_leaderboard(leaderboard_dir, v.family)
@@ -105,6 +111,18 @@ def leaderboard(env: str, leaderboard_dir: Path = Path("leaderboards"), all_vers
         )
         return 0
     s = summarize(df, v.id)
+    if format != "table":
+        from harness.compare.tables import frame_html, frame_markdown
+
+        title = f"{v.id} v{v.version} ({v.hash})"
+        text = {
+            "md": lambda: frame_markdown(s),
+            "html": lambda: frame_html(s, f"evobench leaderboard: {title}"),
+            "csv": lambda: s.to_csv(index=False),
+            "json": lambda: s.to_json(orient="records", indent=2, double_precision=15) + "\n",
+        }[format]()
+        sys.stdout.write(text)
+        return 0
     arrow = "higher" if v.maximize else "lower"
     t = Table(title=f"{v.id} v{v.version} ({v.hash}) - combined score, {arrow} is better")
     for col in (

@@ -24,7 +24,7 @@ from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.runner.context import Budget, Evaluated
 from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
-from harness.sandbox.factory import BackendName, BackendUnavailable, make_backend
+from harness.sandbox.factory import BackendName, BackendUnavailable, check_backend, make_backend
 from harness.sandbox.worker import Mode
 
 from .console import console, err_console, fmt
@@ -168,7 +168,8 @@ def run(
             return EXIT_USAGE
         try:
             ag.preflight()
-        except ValueError as e:
+            check_backend(backend)
+        except (ValueError, BackendUnavailable) as e:
             err_console.print(f"bench: error: {e}")
             return EXIT_USAGE
         budget = Budget(max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd)
@@ -207,7 +208,10 @@ def run(
         progress.update(task, advance=1, best=fmt(best[0], 6))
 
     try:
-        with progress, make_backend(backend, workers=workers, mode=mode, prewarm=(v.id,)) as b:
+        with (
+            progress,
+            make_backend(backend, workers=workers, mode=mode, prewarm=(v.id,), run_id=store.info.run_id) as b,
+        ):
             out = drive(
                 store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result
             )

@@ -12,7 +12,7 @@ import tyro
 from harness.envs.manifest import ManifestError
 from harness.envs.registry import UnknownIdError
 
-from . import commands_images, commands_info, commands_run
+from . import commands_compare, commands_doctor, commands_images, commands_info, commands_modal, commands_run
 
 EXIT_USAGE = 2
 
@@ -24,6 +24,11 @@ COMMANDS: dict[str, Any] = {
     "leaderboard": commands_info.leaderboard,
     "data": commands_info.data,
     "images": commands_images.images,
+    "modal": commands_modal.modal,
+    "doctor": commands_doctor.doctor,
+    "compare": commands_compare.compare,
+    "plot": commands_compare.plot,
+    "report": commands_compare.report,
 }
 
 

@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import tempfile
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,15 @@ class DataMissingError(FileNotFoundError):
 
 class ChecksumError(ValueError):
     """A downloaded or cached file does not match its recorded sha256."""
+
+
+class DataAccessError(PermissionError):
+    """Gated data: the credentials are missing or were refused; the message says how to get access."""
+
+
+HF_TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+"""Environment variables read, in order, for a Hugging Face token."""
+HF_DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
 def data_root() -> Path:
@@ -68,10 +79,15 @@ def require_data(variant: Variant) -> Path:
     """
     d = family_data_dir(variant.family)
     missing = [name for _, s in variant.data for name in missing_files(d, s)]
+    gated = [s for _, s in variant.data if s.auth and missing_files(d, s)]
     if missing:
+        note = "".join(
+            f" {s.filename} is gated: the fetch needs a token in {' or '.join(HF_TOKEN_VARS)}. {s.access}"
+            for s in gated
+        )
         raise DataMissingError(
             f"{variant.id} needs data that is not in {d}: {', '.join(missing)}. "
-            f"Run `bench data fetch {variant.family}` (needs network access) first."
+            f"Run `bench data fetch {variant.family}` (needs network access) first.{note}".strip()
         )
     return d
 
@@ -88,9 +104,61 @@ def missing_files(d: Path, source: DataSource) -> list[str]:
 Downloader = Callable[[str, Path], None]
 
 
-def _urllib_download(url: str, dest: Path) -> None:
-    with urllib.request.urlopen(url, timeout=60) as r, dest.open("wb") as f:  # noqa: S310 - https URL from manifest
-        shutil.copyfileobj(r, f, 1 << 20)
+def download_url(source: DataSource) -> str:
+    """The source's URL; for Hugging Face sources, rebased on ``$HF_ENDPOINT`` when that is set."""
+    endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/")
+    if source.auth == "huggingface" and endpoint and source.url.startswith(HF_DEFAULT_ENDPOINT + "/"):
+        return endpoint + source.url[len(HF_DEFAULT_ENDPOINT) :]
+    return source.url
+
+
+def auth_headers(source: DataSource) -> dict[str, str]:
+    """HTTP headers carrying the credentials a source needs (none for public data).
+
+    Raises:
+        DataAccessError: The source is gated and no token is set; names the variables and ``access``.
+    """
+    if source.auth != "huggingface":
+        return {}
+    token = next((os.environ[v].strip() for v in HF_TOKEN_VARS if os.environ.get(v, "").strip()), "")
+    if not token:
+        raise DataAccessError(
+            f"{source.filename} is gated on Hugging Face and no token is set: put a token with read "
+            f"access in {' or '.join(HF_TOKEN_VARS)}. {source.access}".strip()
+        )
+    return {"Authorization": f"Bearer {token}"}
+
+
+class _SameHostAuthRedirect(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, but send the credentials only to the host they were meant for.
+
+    Hugging Face answers a file request with a redirect to a signed storage URL on another host,
+    which must not receive (and may refuse) the user's token.
+    """
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if (
+            new is not None
+            and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc
+        ):
+            new.remove_header("Authorization")
+        return new
+
+
+def _urllib_download(url: str, dest: Path, headers: dict[str, str] | None = None, access: str = "") -> None:
+    req = urllib.request.Request(url, headers=headers or {})  # noqa: S310 - URL from the manifest
+    opener = urllib.request.build_opener(_SameHostAuthRedirect)
+    try:
+        with opener.open(req, timeout=60) as r, dest.open("wb") as f:
+            shutil.copyfileobj(r, f, 1 << 20)
+    except urllib.error.HTTPError as e:
+        if headers and e.code in (401, 403):
+            raise DataAccessError(
+                f"{url}: access refused (HTTP {e.code}) for the token in {' or '.join(HF_TOKEN_VARS)}. "
+                f"{access}".strip()
+            ) from e
+        raise
 
 
 def _fetch_one(url: str, dest: Path, want: str, download: Downloader) -> None:
@@ -110,26 +178,35 @@ def _fetch_one(url: str, dest: Path, want: str, download: Downloader) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def fetch_source(family: str, source: DataSource, download: Downloader = _urllib_download) -> Path:
+def fetch_source(family: str, source: DataSource, download: Downloader | None = None) -> Path:
     """Download one source into the cache (atomically) and verify or record its sha256.
 
     Args:
         family: Family name (cache subdirectory).
         source: The manifest's data source.
-        download: Function ``(url, dest)``; replaceable in tests.
+        download: Function ``(url, dest)``; replaceable in tests. Default: HTTP(S) with the
+            source's credentials (see :func:`auth_headers`).
 
     Returns:
         Path of the verified file.
 
     Raises:
         ChecksumError: If the file does not match the pinned or recorded sha256 (it is deleted).
+        DataAccessError: Gated data without a token, or the token was refused.
         OSError: If the download fails.
     """
+    if download is None:
+        headers = auth_headers(source)
+
+        def download(url: str, dest: Path) -> None:
+            _urllib_download(url, dest, headers, source.access)
+
+    url = download_url(source)
     d = family_data_dir(family)
     d.mkdir(parents=True, exist_ok=True)
     if source.files:
         for rel, sha in sorted(source.files.items()):
-            _fetch_one(f"{source.url.rstrip('/')}/{rel}", d / source.filename / rel, sha, download)
+            _fetch_one(f"{url.rstrip('/')}/{rel}", d / source.filename / rel, sha, download)
         return d / source.filename
     dest = d / source.filename
     want = expected_sha256(family, source)
@@ -139,10 +216,10 @@ def fetch_source(family: str, source: DataSource, download: Downloader = _urllib
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        download(source.url, tmp)
+        download(url, tmp)
         got = sha256_file(tmp)
         if want and got != want:
-            raise ChecksumError(f"{source.url}: sha256 {got} does not match expected {want}")
+            raise ChecksumError(f"{url}: sha256 {got} does not match expected {want}")
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -100,6 +100,11 @@ class DataSource(_Strict):
     """Licence of the data, as published by its source."""
     size_hint_mb: float = 0.0
     """Approximate size, for the user's information."""
+    auth: Literal["", "huggingface"] = ""
+    """Credentials the download needs: ``huggingface`` sends the user's token from ``HF_TOKEN`` or
+    ``HUGGING_FACE_HUB_TOKEN`` (and ``url`` may be redirected with ``HF_ENDPOINT``); empty: public."""
+    access: str = ""
+    """How to get access to gated data (shown when the token is missing or refused)."""
 
 
 class VariantOverride(_Strict):

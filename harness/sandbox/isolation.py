@@ -24,6 +24,8 @@ from pathlib import Path
 
 from harness.envs.manifest import Hardware
 
+from .limits import data_rlimit
+
 log = logging.getLogger(__name__)
 
 SHIM_DIR_IN_SANDBOX = "/opt/evobench-shim"
@@ -124,11 +126,16 @@ def candidate_env(cpus: float, extra: dict[str, str] | None = None) -> dict[str,
 
 
 def rlimits(hw: Hardware, cpu_seconds: float | None = None, memory_mb: int | None = None) -> dict[str, int]:
-    """Resource limits (``resource`` names -> value) for one candidate process tree."""
+    """Resource limits (``resource`` names -> value) for one candidate process tree.
+
+    Memory is never limited by address space (``RLIMIT_AS`` breaks CUDA builds of torch, which
+    reserve many GiB they never touch): a per-candidate cgroup limits it, else ``RLIMIT_DATA``
+    appears here (see :mod:`harness.sandbox.limits`).
+    """
     lim = {
-        "RLIMIT_AS": (memory_mb or hw.memory_mb) * 1024 * 1024,
         "RLIMIT_FSIZE": hw.file_mb * 1024 * 1024,
         "RLIMIT_CORE": 0,
+        **data_rlimit(memory_mb or hw.memory_mb),
     }
     if os.geteuid() == 0 and detect_isolation().drops_uid:
         # Counted per real uid: only meaningful once the candidate has its own uid.

@@ -16,6 +16,7 @@ from harness.evaluation.result import EvalResult, Status, program_sha256
 
 from .base import Sandbox
 from .isolation import detect_isolation
+from .limits import sweep_orphaned_cgroups
 from .worker import EvalJob, Mode, init_worker, run_job
 
 log = logging.getLogger(__name__)
@@ -163,9 +164,13 @@ class LocalBackend(Sandbox):
             self._closed = True
             pool, self._pool = self._pool, None
         if pool is not None:
-            for proc in list(getattr(pool, "_processes", {}).values()):
+            procs = list(getattr(pool, "_processes", {}).values())
+            for proc in procs:
                 proc.kill()
             pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.join(timeout=5)
+            sweep_orphaned_cgroups()  # the killed workers could not remove their candidates' groups
 
     def close(self) -> None:
         """Shut the worker pool down; workers kill their sandboxes as they exit."""
@@ -175,3 +180,4 @@ class LocalBackend(Sandbox):
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
             time.sleep(0)
+            sweep_orphaned_cgroups()  # groups of a worker that died mid-evaluation

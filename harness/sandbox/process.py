@@ -26,6 +26,8 @@ from .isolation import (
     sandbox_command,
     zygote_policy,
 )
+from .limits import CandidateMemory, CgroupError
+from .limits.attach import attach_child
 
 READY_TIMEOUT_S = 60.0
 MAX_REPLY_HEADER = 16 * 1024 * 1024
@@ -144,21 +146,42 @@ def _serve_argv() -> list[str]:
     return ["{python}", "-I", "{shim}/shim.py"]
 
 
+def _joining(memory: CandidateMemory | None, limits: dict[str, int]) -> Any:
+    """``preexec_fn``: join the candidate's cgroup (before exec, so the whole tree is in it)."""
+    apply = preexec(limits)
+    if memory is None:
+        return apply
+
+    def _run() -> None:
+        memory.join()
+        apply()
+
+    return _run
+
+
 def launch_cold(
-    hw: Hardware, uid: int, workdir: Path, output_cap: int, preload: tuple[str, ...] = ()
+    hw: Hardware,
+    uid: int,
+    workdir: Path,
+    output_cap: int,
+    preload: tuple[str, ...] = (),
+    memory: CandidateMemory | None = None,
 ) -> CandidateConnection:
     """Start a fresh sandboxed ``shim serve`` process (one per candidate).
 
     ``preload`` modules are imported before the process reports ready, so their import time is
-    accounted as setup rather than as the candidate's first call.
+    accounted as setup rather than as the candidate's first call. ``memory`` (the candidate's
+    limit) is tightened once they are imported, so they are not charged to the candidate.
 
     Raises:
         InfraError: If the sandbox does not start or never reports ready.
     """
     parent, child = socket.socketpair()
     lim = rlimits(hw)
+    lim.pop("RLIMIT_DATA", None)  # applied by the shim after the pre-imports
+    headroom = memory.data_limit_bytes if memory is not None else None
     cmd = sandbox_command(
-        [*_serve_argv(), "serve", str(child.fileno()), ",".join(preload)],
+        [*_serve_argv(), "serve", str(child.fileno()), ",".join(preload), str(headroom or 0)],
         workdir=workdir,
         uid=uid,
         hw=hw,
@@ -174,9 +197,9 @@ def launch_cold(
             env=candidate_env(hw.cpus),
             cwd=workdir,
             start_new_session=True,
-            preexec_fn=preexec(lim),
+            preexec_fn=_joining(memory, lim),
         )
-    except OSError as e:
+    except (OSError, subprocess.SubprocessError) as e:
         raise InfraError(f"could not start the sandbox: {e}") from e
     finally:
         child.close()
@@ -185,6 +208,12 @@ def launch_cold(
         parent, CappedReader(proc.stdout, output_cap), CappedReader(proc.stderr, output_cap), proc
     )
     _await_ready(conn, lambda: kill_group(proc))
+    if memory is not None:
+        try:
+            memory.started()
+        except CgroupError as e:
+            kill_group(proc)
+            raise InfraError(str(e)) from e
     return conn
 
 
@@ -231,7 +260,7 @@ class Zygote:
         self.stop()
         parent, child = socket.socketpair()
         lim = rlimits(self.hw)
-        lim.pop("RLIMIT_AS")  # the zygote holds the pre-imported modules; each child gets the limit
+        lim.pop("RLIMIT_DATA", None)  # the zygote holds the pre-imported modules; each child gets the limit
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="evobench-zygote-"))
             os.chmod(self._scratch, 0o777)
@@ -280,8 +309,11 @@ class Zygote:
             self._ctrl.close()
         self._proc = self._ctrl = None
 
-    def spawn(self, timeout: float = 10.0) -> CandidateConnection:
+    def spawn(self, timeout: float = 10.0, memory: CandidateMemory | None = None) -> CandidateConnection:
         """Fork a fresh child and connect to it.
+
+        With ``memory``, the child waits until it has been moved into the candidate's cgroup (or
+        sets its ``RLIMIT_DATA`` headroom above the zygote's state) before running anything.
 
         Raises:
             InfraError: If the zygote does not answer (it is then stopped).
@@ -290,11 +322,21 @@ class Zygote:
             self.start()
         assert self._ctrl is not None
         lim = rlimits(self.hw)
+        lim.pop("RLIMIT_DATA", None)  # relative to the zygote's state: see data_headroom
         limits = {k: v for k, v in lim.items()}
+        hold = memory is not None and memory.cgroup is not None
+        headroom = memory.data_limit_bytes if memory is not None else None
         try:
             self._ctrl.settimeout(timeout)
             wire.send_message(
-                self._ctrl, {"op": "spawn", "env": candidate_env(self.hw.cpus), "limits": limits}
+                self._ctrl,
+                {
+                    "op": "spawn",
+                    "env": candidate_env(self.hw.cpus),
+                    "limits": limits,
+                    "hold": hold,
+                    "data_headroom": headroom or 0,
+                },
             )
             _, fds, _, _ = socket.recv_fds(self._ctrl, 1, 3)
             reply = wire.recv_message(self._ctrl)
@@ -310,10 +352,13 @@ class Zygote:
         )
         conn.sock.settimeout(timeout)
         try:
+            if hold:
+                assert memory is not None
+                attach_child(conn.sock, memory, timeout)
             first = wire.recv_message(conn.sock)
             if not (isinstance(first, dict) and first.get("type") == "ready"):
                 raise wire.WireError("child did not report ready")
-        except (OSError, EOFError, wire.WireError) as e:
+        except (OSError, EOFError, ValueError, CgroupError, wire.WireError) as e:
             self.stop()
             raise InfraError(f"warm sandbox child did not start: {e}") from e
         return conn

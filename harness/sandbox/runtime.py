@@ -18,7 +18,11 @@ from harness.scoring.api import CallResult, ExecResult
 
 from . import wire
 from .isolation import candidate_env, preexec, rlimits, sandbox_command
+from .limits import CandidateMemory, CgroupError
 from .process import CandidateConnection, CappedReader, Zygote, kill_candidate_uid, kill_group, launch_cold
+
+LAUNCHER_PIDS = 4
+"""Processes of the sandbox launcher (bwrap and its init) counted in a candidate's pids limit."""
 
 _REASON_CAP = 2000
 
@@ -62,6 +66,7 @@ class SandboxedCandidate:
         self.stderr_tail = b""
         self._killed_sandbox = False
         self._loaded = False
+        self._memory: CandidateMemory | None = None
         self._time_lock = threading.Lock()
 
     # -- CandidateRuntime -------------------------------------------------------------------
@@ -100,9 +105,9 @@ class SandboxedCandidate:
                 f"{function}() did not return within {limit:.1f} s; process tree killed"
             ) from None
         except EOFError:
-            info = conn.exit_info()
+            why = self._death(f"{function}()", conn.exit_info())  # before _kill removes the cgroup
             self._kill()
-            raise CandidateError(f"{function}(): {info}{self._mem_hint(info)}") from None
+            raise CandidateError(why) from None
         except wire.WireError as e:
             self._kill()
             raise CandidateError(f"{function}() returned a malformed reply: {e}") from None
@@ -156,6 +161,30 @@ class SandboxedCandidate:
         cmd = sandbox_command(
             argv, workdir=self._workdir, uid=self.uid, hw=self.hw, nproc=lim.get("RLIMIT_NPROC")
         )
+        try:
+            memory = CandidateMemory(memory_mb or self.hw.memory_mb, self.hw.pids + LAUNCHER_PIDS)
+        except CgroupError as e:
+            raise InfraError(str(e)) from e
+        try:
+            return self._run(cmd, lim, memory, stdin, timeout, cpu_seconds)
+        finally:
+            memory.close()
+
+    def _run(
+        self,
+        cmd: list[str],
+        lim: dict[str, int],
+        memory: CandidateMemory,
+        stdin: bytes,
+        timeout: float,
+        cpu_seconds: float | None,
+    ) -> ExecResult:
+        apply = preexec(lim)
+
+        def _preexec() -> None:
+            memory.join()
+            apply()
+
         t0 = time.perf_counter()
         try:
             proc = subprocess.Popen(
@@ -166,9 +195,9 @@ class SandboxedCandidate:
                 env=candidate_env(self.hw.cpus),
                 cwd=self._workdir,
                 start_new_session=True,
-                preexec_fn=preexec(lim),
+                preexec_fn=_preexec,
             )
-        except OSError as e:
+        except (OSError, subprocess.SubprocessError) as e:
             raise InfraError(f"could not start the sandbox: {e}") from e
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         out, err = CappedReader(proc.stdout, self._out_cap), CappedReader(proc.stderr, self._out_cap)
@@ -188,6 +217,8 @@ class SandboxedCandidate:
         sig = -rc if (rc is not None and rc < 0) else (rc - 128 if rc is not None and 128 < rc < 160 else 0)
         if sig == signal.SIGXCPU and cpu_seconds is not None:
             timed_out, limit, rc = True, "cpu", None
+        elif not timed_out and memory.oom_killed():
+            limit = "memory"
         if out.truncated or err.truncated:
             limit = limit or "output"
         # Only meaningful without bwrap: there wait4 sees the command's own CPU time; under bwrap it
@@ -202,10 +233,18 @@ class SandboxedCandidate:
             return self._conn
         t0 = time.perf_counter()
         try:
+            if self._memory is None:
+                self._memory = CandidateMemory(
+                    self.hw.memory_mb, self.hw.pids + LAUNCHER_PIDS, startup=self.zygote is None
+                )
             if self.zygote is not None:
-                self._conn = self.zygote.spawn()
+                self._conn = self.zygote.spawn(memory=self._memory)
             else:
-                self._conn = launch_cold(self.hw, self.uid, self._workdir, self._out_cap, self.preload)
+                self._conn = launch_cold(
+                    self.hw, self.uid, self._workdir, self._out_cap, self.preload, self._memory
+                )
+        except CgroupError as e:
+            raise InfraError(str(e)) from e
         finally:
             self.setup_seconds += time.perf_counter() - t0
         return self._conn
@@ -223,8 +262,9 @@ class SandboxedCandidate:
             raise CandidateTimeout(f"loading the program did not finish within {limit:.1f} s") from None
         except (EOFError, OSError, wire.WireError) as e:
             info = conn.exit_info() if isinstance(e, EOFError) else str(e)
+            why = self._death("loading the program", info, verb="failed")
             self._kill()
-            raise CandidateError(f"loading the program failed: {info}") from None
+            raise CandidateError(why) from None
         finally:
             self.setup_seconds += time.perf_counter() - t0
         self._loaded = True
@@ -237,12 +277,22 @@ class SandboxedCandidate:
             raise CandidateError(f"{what}: unexpected reply from the candidate process")
         if reply["type"] == "error":
             msg = f"{what} raised {reply.get('exc')}: {reply.get('message')}"
+            out_of_memory = reply.get("exc") == "MemoryError" or "[Errno 12]" in str(reply.get("message"))
+            if out_of_memory and self._memory is not None:
+                msg += f" (over the {self._memory.label()})"
             tb = str(reply.get("traceback", ""))
             raise CandidateError((msg + "\n" + tb)[-_REASON_CAP:] if tb else msg[:_REASON_CAP])
         return reply.get("value")
 
-    def _mem_hint(self, info: str) -> str:
-        return f" (memory limit {self.hw.memory_mb} MiB)" if "SIGKILL" in info or "SIGSEGV" in info else ""
+    def _death(self, what: str, info: str, verb: str = "") -> str:
+        """Why the candidate's process died: a kill by its memory limit is named as such."""
+        mem = self._memory
+        if mem is not None and mem.oom_killed():
+            return f"{what}: exceeded the {mem.label()}; the kernel killed the process tree"
+        hint = ""
+        if mem is not None and mem.cgroup is None and ("SIGKILL" in info or "SIGSEGV" in info):
+            hint = f" (possibly the {mem.label()})"
+        return f"{what} {verb}: {info}{hint}" if verb else f"{what}: {info}{hint}"
 
     def _kill(self) -> None:
         """Kill the candidate's whole sandbox (a warm zygote is restarted on next use)."""
@@ -254,6 +304,8 @@ class SandboxedCandidate:
             self._conn.sock.close()
         if self.zygote is not None and self._conn is not None:
             self.zygote.stop()
+        if self._memory is not None:
+            self._memory.close()
         self._killed_sandbox = True
 
     def _collect_output(self) -> None:
@@ -273,6 +325,9 @@ class SandboxedCandidate:
                 self.zygote.reap()
             self._collect_output()
         self._conn = None
+        if self._memory is not None:
+            self._memory.close()  # also kills anything that escaped the zygote's reap
+            self._memory = None
         shutil.rmtree(self._workdir, ignore_errors=True)
 
 

@@ -18,6 +18,7 @@ import os
 import resource
 import signal
 import socket
+import struct
 import sys
 import traceback
 
@@ -92,6 +93,33 @@ def _apply_limits(limits: dict) -> None:
     for name, value in limits.items():
         res = getattr(resource, name)
         resource.setrlimit(res, (int(value), int(value)))
+
+
+def _limit_data(headroom: int) -> None:
+    """Fallback memory limit: ``RLIMIT_DATA`` = private writable memory now + ``headroom`` bytes.
+
+    Counted from the current size, so the interpreter and pre-imported modules (inherited from a
+    zygote, or imported before any candidate code) are not charged to the candidate.
+    """
+    if headroom <= 0:
+        return
+    now = 0
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmData:"):
+                now = int(line.split()[1]) * 1024
+    resource.setrlimit(resource.RLIMIT_DATA, (now + headroom, now + headroom))
+
+
+def _await_attach(sock: socket.socket) -> None:
+    """Send this process's pid (the kernel translates it) and wait to be moved into a cgroup.
+
+    The trusted side moves it into the candidate's cgroup first: no candidate code runs outside it.
+    """
+    creds = struct.pack("3i", os.getpid(), os.getuid(), os.getgid())
+    sock.sendmsg([b"A"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)])
+    if sock.recv(1) != b"G":
+        os._exit(71)
 
 
 def _set_nondumpable() -> None:
@@ -206,7 +234,10 @@ def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: st
                     os.environ.clear()
                     os.environ.update(req["env"])
                     os.setsid()
+                    if req.get("hold"):
+                        _await_attach(child_end)
                     _apply_limits(req["limits"])
+                    _limit_data(int(req.get("data_headroom") or 0))
                     serve(child_end)
                 except BaseException:  # noqa: BLE001 - report why the child could not start
                     traceback.print_exc()
@@ -233,9 +264,10 @@ def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: st
 
 
 def main() -> None:
-    """Entry point: ``python -I shim.py serve FD [PRELOAD]`` or ``zygote FD PRELOAD SCRATCH REAP``.
+    """Entry point: ``python -I shim.py serve FD [PRELOAD [DATA]]`` or ``zygote FD PRELOAD SCRATCH REAP``.
 
-    PRELOAD and SCRATCH are comma-separated lists (may be empty); REAP is ``all`` or ``group``.
+    PRELOAD and SCRATCH are comma-separated lists (may be empty); REAP is ``all`` or ``group``;
+    DATA is the ``RLIMIT_DATA`` headroom in bytes applied after the pre-imports (0: none).
     """
     mode, fd = sys.argv[1], int(sys.argv[2])
     sock = socket.socket(fileno=fd)
@@ -243,6 +275,7 @@ def main() -> None:
         for name in sys.argv[3].split(",") if len(sys.argv) > 3 else []:
             if name:
                 importlib.import_module(name)
+        _limit_data(int(sys.argv[4]) if len(sys.argv) > 4 else 0)
         serve(sock)
     elif mode == "zygote":
         preload, scratch, reap = sys.argv[3], sys.argv[4], sys.argv[5]

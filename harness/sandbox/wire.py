@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+MAX_DIM = 2**40
+"""Largest accepted array dimension (a zero-size array may still carry huge dimensions)."""
 MAX_DEPTH = 32
 MAX_NODES = 1_000_000
 ALLOWED_DTYPES = frozenset(
@@ -169,6 +171,8 @@ def decode(payload: bytes, *, as_torch: bool = True) -> Any:
             raise WireError(f"array dtype {dtype!r} is not allowed")
         if not isinstance(shape, list) or len(shape) > 32 or any(type(d) is not int or d < 0 for d in shape):
             raise WireError("bad array shape")
+        if any(d > MAX_DIM for d in shape):  # numpy refuses such dims even when another one is 0
+            raise WireError("array dimension too large")
         dt = np.dtype(dtype)
         n = int(np.prod(shape, dtype=object)) if shape else 1  # exact: no int64 wrap-around
         if n * dt.itemsize != sizes[idx]:

@@ -84,7 +84,11 @@ VIOLATIONS = {
     "truncated": (b"4\n0 0\n10 0\n10 10\n0\n", "format"),
     "not-integers": (b"4\n0 0\n10 0\n10 10\n0 1e1\n", "format"),
     "garbage": (b"hello\n", "format"),
-    "empty": (b"", "format"),
+    "earlier-polygon-out-of-range": (
+        out([(0, 0), (5, 0), (5, 100001), (0, 100001)], SQUARE),
+        "coordinate-range",
+    ),
+    "not-utf8": (b"4\n0 0\n10 0\n10 10\n0 10\n\xff", "utf-8"),
     "negative-coordinate": (out([(0, 0), (10, 0), (10, 10), (-1, 10)]), "coordinate-range"),
     "coordinate-too-large": (out([(0, 0), (100001, 0), (100001, 10), (0, 10)]), "coordinate-range"),
     "repeated-vertex": (out([(0, 0), (10, 0), (10, 10), (0, 10), (0, 0), (0, 5)]), "distinct-vertices"),

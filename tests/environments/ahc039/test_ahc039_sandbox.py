@@ -46,9 +46,9 @@ BRANCHES
 SPIN = "volatile unsigned long long z = 0; for (;;) ++z;"
 SLEEP = "sleep(100);"
 SEGFAULT = "volatile int* volatile p = nullptr; *p = 1;"
-HOG = (  # 1.5 GiB; the volatile pointer keeps the compiler from eliding the allocation
+HOG = (  # 1.5 GiB written (limits count use, not reservation); volatile: not elided
     "static char* volatile keep; keep = (char*)std::malloc(1536u << 20);"
-    " if (!keep) std::abort(); keep[1] = 1;"
+    " if (!keep) std::abort(); for (unsigned i = 0; i < (1536u << 20); i += 4096) keep[i] = 1;"
 )
 GARBAGE = 'std::puts("the net is somewhere over there"); return 0;'
 HUGE = f"for (int k = 0; k < 100000; ++k) std::fputs({WHOLE_SQUARE}, stdout); return 0;"

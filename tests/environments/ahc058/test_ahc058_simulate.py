@@ -1,4 +1,4 @@
-"""AHC058 judge: hand-worked plans, one crafted violation per rule, 64-bit semantics, batch = exact."""
+"""AHC058 judge: hand-worked plans, one crafted violation per rule, batch = exact simulation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from environments.ahc058.data import Instance, generate
 from environments.ahc058.scorer import judge_outputs
 from environments.ahc058.simulate import (
-    I64_MAX,
     case_score,
     parse_actions,
     simulate_batch,
@@ -77,17 +76,19 @@ def test_score_is_zero_when_no_apple_is_left() -> None:
 
 VIOLATIONS = {
     "too-few-actions": (plan("0 1", "0 0", "-1"), "action-count"),
-    "too-many-actions": (plan("-1", "-1", "-1", "-1", "-1"), "action-count"),
     "empty": (b"", "action-count"),
     "level-out-of-range": (plan("2 0", "-1", "-1", "-1"), "machine-range"),
     "id-out-of-range": (plan("0 2", "-1", "-1", "-1"), "machine-range"),
     "negative-id": (plan("0 -1", "-1", "-1", "-1"), "format"),
+    "minus-zero-id": (plan("0 -0", "-1", "-1", "-1"), "format"),
     "three-numbers": (plan("0 1 1", "-1", "-1", "-1"), "format"),
     "minus-one-with-extra": (plan("-1 0", "-1", "-1", "-1"), "format"),
-    "plus-sign": (plan("+0 1", "-1", "-1", "-1"), "format"),
+    "level-without-id": (plan("0", "-1", "-1", "-1"), "format"),
+    "level-below-minus-one": (plan("-2", "-1", "-1", "-1"), "machine-range"),
     "words": (plan("strengthen 0 1", "-1", "-1", "-1"), "format"),
-    "binary": (b"\x00\xff\n-1\n-1\n-1\n", "format"),
-    "huge-number": (plan("0 99999999999999999999", "-1", "-1", "-1"), "format"),
+    "binary": (b"\x00\xff\n-1\n-1\n-1\n", "utf-8"),
+    "nul": (b"\x00\n-1\n-1\n-1\n", "format"),
+    "huge-number": (plan("0 99999999999999999999", "-1", "-1", "-1"), "machine-range"),
     "pays-too-much": (plan("0 1", "0 0", "1 1", "-1"), "apples"),  # turn 2: 20 > 10
 }
 
@@ -104,17 +105,6 @@ def test_pays_too_much_names_the_turn() -> None:
     verdict = score(SMALL, plan("0 1", "0 0", "1 1", "-1"))
     assert isinstance(verdict, OutputRejected)
     assert "turn 2" in verdict.detail and "costs 20" in verdict.detail and "10 are held" in verdict.detail
-
-
-def test_64_bit_overflow_is_rejected_and_values_near_it_are_exact() -> None:
-    big = inst([100], [[1]], turns=2, apples=I64_MAX - 60)
-    # turn 0: pay 1, then make 100: I64_MAX - 61 + 100 > I64_MAX
-    verdict = score(big, plan("0 0", "-1"))
-    assert isinstance(verdict, OutputRejected) and verdict.rule == "overflow"
-    near = inst([100], [[1]], turns=2, apples=2**62 + 5)
-    finals = simulate_batch([near], [parse_actions(plan("0 0", "-1"), near)])
-    assert finals == [2**62 + 5 - 1 + 100 + 100]  # replayed exactly past the float guard
-    assert finals[0] > 2**62 and isinstance(finals[0], int)
 
 
 def random_plan(instance: Instance, rng: np.random.Generator) -> np.ndarray:
@@ -142,7 +132,7 @@ def test_batch_simulation_matches_the_exact_one() -> None:
     instances = [generate(seed) for seed in range(12)]
     instances = [Instance(x.n, x.levels, 60, x.apples, x.a, x.c) for x in instances]  # short games
     rich = instances[0]
-    instances.append(Instance(rich.n, rich.levels, rich.turns, 2**62, rich.a, rich.c))  # trips the guard
+    instances.append(Instance(rich.n, rich.levels, rich.turns, 2**62, rich.a, rich.c))  # near 2^63
     plans = [random_plan(x, rng) for x in instances]
     batch = simulate_batch(instances, plans)
     for x, p, got in zip(instances, plans, batch, strict=True):
@@ -153,4 +143,4 @@ def test_batch_simulation_matches_the_exact_one() -> None:
         assert (str(got) if isinstance(got, OutputRejected) else got) == want
     assert any(isinstance(v, int) and v > 1000 for v in batch)
     assert any(isinstance(v, OutputRejected) and v.rule == "apples" for v in batch)
-    assert isinstance(batch[-1], int) and batch[-1] > 2**61  # went through the exact replay
+    assert isinstance(batch[-1], int) and batch[-1] > 2**61

@@ -110,6 +110,7 @@ def by_case(scorer: Ahc039Scorer, answers: list[ExecResult]) -> Callable[[bytes]
         (ExecResult(0, b"4\n", b"", 1.0, 2.5), TLE),  # reported CPU over the limit
         (ExecResult(139, b"", b"", 0.1, 0.005), RUNTIME_ERROR),  # SIGSEGV
         (ExecResult(134, b"", b"bad_alloc", 0.1, 0.005), RUNTIME_ERROR),  # abort at the memory limit
+        (ExecResult(128 + signal.SIGKILL, b"", b"", 0.3, 0.2, False, "memory"), RUNTIME_ERROR),  # cgroup OOM
         (ExecResult(3, b"4\n", b"", 0.1, 0.005), RUNTIME_ERROR),  # main returned 3
         (ExecResult(0, b"x" * 1024, b"", 0.1, 0.005, False, "output"), INVALID_OUTPUT),
         (ExecResult(0, b"4\n", b"y" * 1024, 0.1, 0.005, False, "output"), OK),  # only stderr overflowed
@@ -131,24 +132,35 @@ def test_limits_reject_nonpositive_values(tiny: Variant) -> None:
 
 
 # -- strict integer parsing ----------------------------------------------------------------------
-def test_int_tokens_accepts_plain_integers_only() -> None:
+def test_int_tokens_reads_integers_as_rust_does() -> None:
     assert int_tokens(b" 12 -3\n0\t007 \r\n999999999999").tolist() == [12, -3, 0, 7, 999999999999]
+    assert int_tokens(b"+3 -0 +0 0000000000000000000000000042").tolist() == [3, 0, 0, 42]
+    assert int_tokens(b"9223372036854775807 -9223372036854775808").tolist() == [2**63 - 1, -(2**63)]
+    assert int_tokens("1\u30002\xa03\u20284".encode()).tolist() == [1, 2, 3, 4]  # Unicode whitespace
     assert int_tokens(b"").size == 0 and int_tokens(b" \n\t").size == 0
     for bad in (
-        b"1 2 +3",
         b"1 - 2",
         b"1-2",
+        b"+",
+        b"+-1",
+        b"1+",
         b"5_0",
         b"1.5",
         b"0x10",
         b"1e3",
         b"\x00",
+        b"1\x1c",
         b"--1",
-        b"1234567890123",
+        b"9223372036854775808",
+        b"-9223372036854775809",
+        "\ufeff1".encode(),
     ):
         with pytest.raises(OutputRejected) as e:
             int_tokens(bad)
-        assert e.value.rule == "format"
+        assert e.value.rule == "format", bad
+    with pytest.raises(OutputRejected) as e:
+        int_tokens(b"1 2 \xff")
+    assert e.value.rule == "utf-8"
 
 
 # -- aggregation ---------------------------------------------------------------------------------
@@ -179,8 +191,8 @@ def test_failures_stay_in_their_case(scorer: Ahc039Scorer, tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("stdout", "rule"),
     [
-        (b"", "format"),
-        (b"\xff\xfe garbage", "format"),
+        (b"\xff\xfe garbage", "utf-8"),
+        (b"garbage", "format"),
         (b"4\n0 0\n1 0\n1 1\n", "format"),  # truncated: three of four vertices
         (b"4\n0 0\n1 0\n1 1\n0 1.0\n", "format"),
         (b"4\n0 0\n1 0\n1 1\n0 99999999999999999999\n", "format"),

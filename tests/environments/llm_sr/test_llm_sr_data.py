@@ -20,6 +20,8 @@ from harness.envs.data import ChecksumError, DataMissingError, fetch_source, req
 from harness.envs.registry import default_registry
 
 IDS = ["llm-sr-bactgrow", "llm-sr-osc1", "llm-sr-osc2", "llm-sr-stressstrain", "llm-sr-tiny"]
+SRBENCH = ["llm-sr-phys-osc1", "llm-sr-phys-osc1-tiny"]
+HF_URL = "https://huggingface.co/datasets/nnheui/llm-srbench/resolve/main/lsr_bench_data.hdf5"
 BASE_URL = "https://raw.githubusercontent.com/deep-symbolic-mathematics/LLM-SR/main/data"
 COLUMNS = {
     "oscillator1": (("x", "v"), "a"),
@@ -32,7 +34,7 @@ COLUMNS = {
 def test_variants_resolve() -> None:
     reg = default_registry()
     variants = reg.family_of("llm-sr")
-    assert [v.id for v in variants] == IDS
+    assert [v.id for v in variants] == sorted(IDS + SRBENCH)
     assert reg.family_of("llm_sr") == variants == reg.family_of("llm-sr-osc1")
     for v in variants:
         assert v.family == "llm_sr" and v.entry_point == "equation" and not v.maximize
@@ -40,8 +42,23 @@ def test_variants_resolve() -> None:
         assert v.progress.y_target < v.progress.y_init
     tiny = reg.get("llm-sr-tiny")
     assert tiny.tiny and tiny.data == () and tiny.scorer_params["synthetic"] is True
+    phys = reg.get("llm-sr-phys-osc1")
+    ((key, source),) = phys.data
+    assert key == "llm-srbench" and source.url == HF_URL and source.auth == "huggingface"
+    assert source.sha256 == "" and not source.files  # unpinned upstream: recorded on first fetch
+    assert "huggingface.co/datasets/nnheui/llm-srbench" in source.access
+    p = phys.scorer_params
+    assert (p["format"], p["group"], p["problem_index"], p["target"]) == (
+        "lsrbench-hdf5",
+        "lsr_synth/phys_osc",
+        0,
+        "dv_dt",
+    )
+    assert p["columns"] == ["x", "t", "v"] and p["truth"] == "phys_osc1"
+    ptiny = reg.get("llm-sr-phys-osc1-tiny")
+    assert ptiny.tiny and ptiny.data == () and ptiny.scorer_params["system"] == "phys_osc1"
     for v in variants:
-        if v.id == "llm-sr-tiny":
+        if v.id in ("llm-sr-tiny", *SRBENCH):
             continue
         ((key, source),) = v.data
         assert key == "llm-sr" and source.url == BASE_URL and source.filename == "llm-sr"
@@ -124,6 +141,20 @@ def test_released_problems_load(llm_sr_family_dir: Path, problem: str) -> None:
     assert all(p.splits[s].inputs.shape == (rows[s], len(cols)) for s in SPLITS)
     with pytest.raises(ValueError, match="header"):
         read_csv_split(llm_sr_family_dir / "llm-sr" / problem / "train.csv", (*cols, "extra"), target)
+
+
+def test_phys_osc1_regeneration() -> None:
+    gen = oscillator_problem(
+        {"system": "phys_osc1", "seed": 5, "n_train": 60, "n_test_id": 50, "n_test_ood": 40}
+    )
+    assert gen.columns == ("x", "t", "v") and gen.target_name == "dv_dt"
+    assert [gen.splits[s].rows for s in SPLITS] == [60, 50, 40]
+    for s in SPLITS:
+        x, t, v = gen.splits[s].inputs.T
+        want = -1.0267 * x**3 - 1.0267 * x * np.exp(-np.abs(x)) + 0.9480 * np.sin(t) - 0.7123 * np.sin(v)
+        assert np.allclose(gen.splits[s].target, want, rtol=0, atol=1e-12)
+    t_ood, t_id = gen.splits["test_ood"].inputs[:, 1], gen.splits["train"].inputs[:, 1]
+    assert t_ood.max() <= 20.0 <= 30.0 <= t_id.min()  # out-of-domain = the early time window
 
 
 @pytest.mark.parametrize("system", ["oscillator1", "oscillator2"])

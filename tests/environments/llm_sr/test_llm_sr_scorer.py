@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from environments.llm_sr.scorer import LlmSrScorer, _seal_workdir, _write_new, check_prediction, parse_frame
+from environments.llm_sr.scorer import LlmSrScorer, _seal_workdir, check_prediction, parse_frame
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.errors import CandidateError, CandidateInvalid
 from harness.scoring.api import ScoreOutcome
@@ -76,16 +76,16 @@ def _score(scorer: LlmSrScorer, rt: Any) -> ScoreOutcome:
 
 
 @pytest.mark.parametrize(("vid", "source"), [("llm-sr-osc1", OSC1_TRUE), ("llm-sr-osc2", OSC2_TRUE)])
-def test_true_skeleton_reaches_tiny_nmse(
+def test_true_skeleton_reaches_the_progress_target(
     scorers: dict[str, LlmSrScorer], fake_runtime: Factory, vid: str, source: str
 ) -> None:
+    # y_target of these variants is the true law's score under the published fit (env.toml).
     out = _score(scorers[vid], fake_runtime(source))
     m = out.metrics
     print(f"{vid} true skeleton: NMSE id {m['nmse_id']:.3g}, ood {m['nmse_ood']:.3g}")
-    assert m["nmse_id"] < 1e-5
-    assert m["nmse_ood"] < 1e-5
-    assert out.score == m["log10_nmse_id"] < -10
-    assert m["fit_calls"] <= scorers[vid].settings.max_calls
+    assert out.score == m["log10_nmse_id"] == pytest.approx(_variant(vid).progress.y_target, abs=0.01)
+    assert m["nmse_ood"] < 0.05
+    assert m["fit_calls"] <= scorers[vid].published_settings.max_calls
 
 
 def test_linear_seed_is_orders_of_magnitude_worse(
@@ -95,7 +95,7 @@ def test_linear_seed_is_orders_of_magnitude_worse(
     seed = _score(s, fake_runtime(LINEAR_OSC1)).metrics
     true = _score(s, fake_runtime(OSC1_TRUE)).metrics
     assert seed["nmse_id"] > 1e-2
-    assert seed["log10_nmse_id"] - true["log10_nmse_id"] > 5  # at least 5 orders of magnitude
+    assert seed["log10_nmse_id"] - true["log10_nmse_id"] > 4  # at least 4 orders of magnitude
     # The generic initial program is the same linear model and scores the same.
     init = _score(s, fake_runtime(_variant("llm-sr-osc1").initial_program)).metrics
     assert init["log10_nmse_id"] == pytest.approx(seed["log10_nmse_id"], abs=1e-6)
@@ -106,7 +106,8 @@ def test_metrics_are_consistent(scorers: dict[str, LlmSrScorer], fake_runtime: F
     s = scorers["llm-sr-osc1"]
     out = _score(s, fake_runtime(LINEAR_OSC1))
     m = out.metrics
-    assert set(m) == {m.name for m in _variant("llm-sr-osc1").metrics}
+    optional = {"log10_nmse_strong_fit", "log10_nmse_ood_strong_fit", "fit_calls_strong"}
+    assert set(m) == {m.name for m in _variant("llm-sr-osc1").metrics} - optional
     train = s.problem.splits["train"].target
     assert m["train_nmse"] == pytest.approx(m["train_mse"] / np.var(train))
     assert m["log10_nmse_id"] == pytest.approx(np.log10(m["nmse_id"]))
@@ -129,10 +130,10 @@ def test_fit_starts_at_one_with_ten_params_and_respects_the_call_cap(
     _score(s, rt)
     first = rt.calls[0][-1]
     assert first.dtype == np.float64 and first.shape == (10,) and (first == 1.0).all()
-    capped = dataclasses.replace(s.settings, max_calls=40)
+    capped = dataclasses.replace(s.published_settings, max_calls=40)
     s2 = LlmSrScorer(s.variant, s.data_dir)
     s2.prepare()
-    s2.settings = capped
+    s2.published_settings = capped
     rt2 = fake_runtime(OSC1_TRUE)
     out = _score(s2, rt2)
     assert out.metrics["fit_calls"] == len(rt2.calls) == 40
@@ -169,7 +170,7 @@ def test_candidate_never_receives_the_target(scorers: dict[str, LlmSrScorer], fa
             x = z[f"x_{split}"]
             assert np.array_equal(x, sp.inputs)
             assert not any(is_target(x[:, j]) for j in range(x.shape[1]))
-        assert z["params"].shape == (10,)
+        assert z["params"].shape == (1, 10)  # one fitted vector: the published fit only
     with zipfile.ZipFile(io.BytesIO((sub / "inputs.npz").read_bytes())) as zf:
         for name in zf.namelist():
             raw = zf.read(name)
@@ -312,12 +313,4 @@ def test_sealing_the_workdir_removes_entries_without_following_links(tmp_path: P
     assert list(work.iterdir()) == []
     assert (work.stat().st_mode & 0o777) == 0o755
     assert (outside / "keep.txt").read_text() == "keep"
-    # The scorer's own files are created exclusively and never through a link.
-    (work / "taken").symlink_to(outside / "keep.txt")
-    with pytest.raises(OSError):
-        _write_new(work / "taken", b"overwrite")
-    assert (outside / "keep.txt").read_text() == "keep"
-    _write_new(work / "fresh.bin", b"ok")
-    assert (work / "fresh.bin").read_bytes() == b"ok" and (
-        (work / "fresh.bin").stat().st_mode & 0o777
-    ) == 0o644
+    # The scorer's own files go through ExchangeDir (tests/harness/scoring/test_exchange.py).

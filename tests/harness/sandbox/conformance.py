@@ -411,6 +411,37 @@ MEMORY_HOG_CHUNKS = program(
     """
 )
 
+RESERVE_ADDRESS_SPACE = program(
+    """
+    import mmap
+
+    def probe():
+        # 16 GiB of address space reserved but inaccessible (what CUDA libraries do at import),
+        # plus 16 MiB really written: a limit on reservations would refuse this.
+        reserved = mmap.mmap(-1, 16 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)  # PROT_NONE
+        used = bytearray(16 << 20)
+        for i in range(0, len(used), 4096):
+            used[i] = 1
+        return {"reserved_gib": float(len(reserved) >> 30), "used_mib": float(sum(used) >> 8)}
+    """
+)
+
+WRITE_PAST_LIMIT = program(
+    """
+    import mmap
+
+    def probe():
+        # Touch anonymous pages 64 MiB at a time until 4 GiB: far beyond a 1 GiB limit.
+        keep = []
+        for _ in range(64):
+            m = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            for i in range(0, 64 << 20, 4096):
+                m[i] = 1
+            keep.append(m)
+        return {"touched_mib": float(64 * len(keep))}
+    """
+)
+
 OUTPUT_FLOOD = program(
     """
     import sys
@@ -977,6 +1008,18 @@ class SandboxConformance:
         assert variant.hardware.memory_mb < 4096
         res = self.evaluate(backend, variant, source)
         assert res.status is Status.ERROR, describe(res)
+        self.assert_recovers(backend, variant)
+
+    def test_address_space_reservation_is_not_memory(self, backend: Sandbox, variant: Variant) -> None:
+        res = self.evaluate(backend, variant, RESERVE_ADDRESS_SPACE)
+        assert res.status is Status.OK, describe(res)
+        assert res.metrics["reserved_gib"] == 16.0 and res.metrics["used_mib"] == 16.0
+
+    @pytest.mark.parametrize("source", [WRITE_PAST_LIMIT, MEMORY_HOG], ids=["mmap-touch", "bytearray"])
+    def test_memory_error_names_the_limit(self, backend: Sandbox, variant: Variant, source: str) -> None:
+        res = self.evaluate(backend, variant, source)
+        assert res.status is Status.ERROR, describe(res)
+        assert f"memory limit {variant.hardware.memory_mb} MiB" in res.reason, describe(res)
         self.assert_recovers(backend, variant)
 
     # 5 -----------------------------------------------------------------------------------------

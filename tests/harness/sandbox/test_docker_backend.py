@@ -18,6 +18,7 @@ from harness.evaluation.result import Status
 from harness.sandbox.docker_backend import LABEL, DockerBackend
 from harness.sandbox.local import LocalBackend
 
+from .conformance import RESERVE_ADDRESS_SPACE, WRITE_PAST_LIMIT
 from .docker_support import docker_client_or_skip, require_image
 
 pytestmark = pytest.mark.docker
@@ -124,6 +125,16 @@ def test_memory_and_pids_limits_hit_cleanly(cold: DockerBackend, selftest: Varia
     assert r.status is Status.OK, r.reason
     assert 0 < r.metrics["forked"] < 400  # the pids limit stopped it
     assert cold.evaluate(selftest, selftest.initial_program).status is Status.OK
+
+
+def test_cold_memory_limit_counts_use_not_reservations(cold: DockerBackend, selftest: Variant) -> None:
+    # The conformance suite runs these on warm containers; cold containers must agree.
+    r = cold.evaluate(selftest, RESERVE_ADDRESS_SPACE)
+    assert r.status is Status.OK, r.reason
+    assert r.metrics["reserved_gib"] == 16.0
+    r = cold.evaluate(selftest, WRITE_PAST_LIMIT)
+    assert r.status is Status.ERROR, r.reason
+    assert f"memory limit {selftest.hardware.memory_mb} MiB" in r.reason, r.reason
 
 
 def test_missing_image_is_an_infra_error_with_the_build_hint(client, selftest: Variant) -> None:  # type: ignore[no-untyped-def]

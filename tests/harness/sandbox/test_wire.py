@@ -315,6 +315,8 @@ def test_forged_dtype(dtype: Any) -> None:
         [2**32, 2**32],
         [2**31] * 3,
         [1] * 70,  # more dimensions than numpy supports
+        [0, 2**70],  # zero elements, but a dimension numpy refuses
+        [0, 2**62],  # zero elements, "array is too big"
     ],
 )
 def test_forged_shape(shape: Any) -> None:

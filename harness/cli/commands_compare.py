@@ -1,0 +1,217 @@
+"""Commands that compare and report: ``compare``, ``plot``, ``report``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import pandas as pd
+import tyro
+
+from harness.compare.anytime import CandidatesMissingError
+from harness.compare.paired import compare as run_compare
+from harness.compare.select import Budget, VersionMixError, agent_curves, variant_runs
+from harness.compare.tables import comparison_csv, comparison_json, comparison_rich
+from harness.envs.registry import default_registry
+from harness.results.leaderboard import load_leaderboard
+from harness.results.store import RunStoreError
+
+from .console import console, err_console
+
+EXIT_USAGE = 2
+
+
+def compare(
+    env: Annotated[tuple[str, ...], tyro.conf.UseAppendAction],
+    agents: tuple[str, ...],
+    at_evaluations: int | None = None,
+    at_cost: float | None = None,
+    at_wall_s: float | None = None,
+    all_versions: bool = False,
+    leaderboard_dir: Path = Path("leaderboards"),
+    results_dir: Path = Path("results"),
+    level: float = 0.95,
+    resamples: int = 4000,
+    seed: int = 0,
+    json_out: Annotated[bool, tyro.conf.arg(name="json")] = False,
+    csv_out: Annotated[bool, tyro.conf.arg(name="csv")] = False,
+) -> int:
+    """Compare agents run on the same seeds: paired differences, CIs, permutation tests, IQM.
+
+    Per variant and pair of agents (A listed before B): mean seed-paired difference A - B in
+    progress u, best score and progress AUC, with a bootstrap CI (BCa where it applies) and a
+    sign-flip permutation p-value, Holm-adjusted over all variants and pairs. A seed one agent
+    ran and another did not counts as u = 0 for the latter and is listed. Across variants: IQM
+    of u per agent and probability of improvement, with stratified bootstrap CIs.
+
+    Args:
+        env: Variant id; repeat ``--env`` for several variants.
+        agents: Two or more agent ids.
+        at_evaluations: Compare the best score after this many evaluations instead of at the end.
+        at_cost: Compare after this much LLM spend (USD).
+        at_wall_s: Compare after this many seconds of wall time.
+        all_versions: Pool runs scored on different contents of a variant (otherwise refused).
+        leaderboard_dir: Directory of ``<family>.parquet`` tables.
+        results_dir: Directory of run directories (for curves, budgets and AUC).
+        level: Confidence level.
+        resamples: Bootstrap resamples.
+        seed: Seed of the resampling.
+        json_out: Print JSON.
+        csv_out: Print CSV (one long table).
+    """
+    reg = default_registry()
+    budget = Budget(evaluations=at_evaluations, cost_usd=at_cost, wall_s=at_wall_s)
+    env = tuple(dict.fromkeys(env))  # a variant named twice is compared once
+    if not env:
+        err_console.print("bench: error: give at least one --env")
+        return EXIT_USAGE
+    try:
+        budget.axis()
+        variants = [reg.get(e) for e in env]
+        tables: dict[str, pd.DataFrame] = {}
+        per_variant = []
+        for v in variants:
+            if v.family not in tables:
+                tables[v.family] = load_leaderboard(leaderboard_dir, v.family)
+            per_variant.append(
+                variant_runs(
+                    tables[v.family],
+                    variant=v.id,
+                    current_hash=v.hash,
+                    maximize=v.maximize,
+                    y_init=v.progress.y_init,
+                    y_target=v.progress.y_target,
+                    agents=tuple(agents),
+                    results_dir=results_dir,
+                    budget=budget,
+                    all_versions=all_versions,
+                )
+            )
+        result = run_compare(
+            per_variant, tuple(agents), budget=budget.label(), level=level, n_resamples=resamples, seed=seed
+        )
+    except (VersionMixError, CandidatesMissingError, ValueError) as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    if result.runs.empty:
+        err_console.print(
+            f"bench: error: no finished runs of {', '.join(agents)} on {', '.join(env)} in {leaderboard_dir}"
+        )
+        return EXIT_USAGE
+    if json_out:
+        sys.stdout.write(comparison_json(result) + "\n")
+    elif csv_out:
+        sys.stdout.write(comparison_csv(result))
+    else:
+        console.print(comparison_rich(result))
+    return 0
+
+
+def plot(
+    out: Path,
+    env: str | None = None,
+    agents: tuple[str, ...] = (),
+    x: Literal["evaluations", "wall_s", "cost_usd"] = "evaluations",
+    metric: Literal["score", "u"] = "score",
+    train: Path | None = None,
+    all_versions: bool = False,
+    leaderboard_dir: Path = Path("leaderboards"),
+    results_dir: Path = Path("results"),
+) -> int:
+    """Plot best-so-far curves per agent (mean and 95 % CI band across seeds), or RL diagnostics.
+
+    Args:
+        out: Output file, ``.png`` or ``.svg``.
+        env: Variant whose runs to plot.
+        agents: Agents to plot (default: all with runs).
+        x: x axis: evaluations, wall time or LLM cost.
+        metric: ``score`` (best score) or ``u`` (normalised progress).
+        train: Instead of curves, plot the diagnostics in this ``train.parquet`` (or run directory).
+        all_versions: Pool runs scored on different contents.
+        leaderboard_dir: Directory of ``<family>.parquet`` tables.
+        results_dir: Directory of run directories.
+    """
+    from harness.report.plot import curves_figure, save, train_figure
+
+    try:
+        if train is not None:
+            path = train / "train.parquet" if train.is_dir() else train
+            if not path.is_file():
+                err_console.print(f"bench: error: no such file: {path}")
+                return EXIT_USAGE
+            fig = train_figure(pd.read_parquet(path), title=f"RL training diagnostics: {path.parent.name}")
+        else:
+            if env is None:
+                err_console.print("bench: error: give --env (curves) or --train (RL diagnostics)")
+                return EXIT_USAGE
+            v = default_registry().get(env)
+            lb = load_leaderboard(leaderboard_dir, v.family)
+            curves, notes = agent_curves(
+                lb,
+                variant=v.id,
+                current_hash=v.hash,
+                maximize=v.maximize,
+                agents=tuple(agents) or None,
+                results_dir=results_dir,
+                with_times=x == "wall_s",
+                all_versions=all_versions,
+            )
+            for n in notes:
+                err_console.print(f"note: {n}")
+            fig = curves_figure(
+                curves,
+                axis=x,
+                metric=metric,
+                y_init=v.progress.y_init,
+                y_target=v.progress.y_target,
+                title=f"{v.id}@{v.hash}: best so far ({'higher' if v.maximize else 'lower'} is better)",
+            )
+        written = save(fig, out)
+    except (VersionMixError, ValueError) as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    console.print(f"wrote {written}")
+    return 0
+
+
+def report(
+    run_dir: Annotated[Path | None, tyro.conf.Positional] = None,
+    env: str | None = None,
+    out: Path | None = None,
+    all_versions: bool = False,
+    leaderboard_dir: Path = Path("leaderboards"),
+    results_dir: Path = Path("results"),
+) -> int:
+    """Write one self-contained HTML page about a run (RUN_DIR) or a variant (--env).
+
+    Args:
+        run_dir: A run directory.
+        env: A variant id (report on all its runs instead).
+        out: Output file (default: ``RUN_DIR/report.html`` or ``report-<env>.html``).
+        all_versions: Pool runs scored on different contents (variant report).
+        leaderboard_dir: Directory of ``<family>.parquet`` tables.
+        results_dir: Directory of run directories.
+    """
+    from harness.report.run_report import build_run_report
+    from harness.report.variant_report import build_variant_report
+
+    if (run_dir is None) == (env is None):
+        err_console.print("bench: error: give exactly one of RUN_DIR or --env")
+        return EXIT_USAGE
+    try:
+        if run_dir is not None:
+            text = build_run_report(run_dir)
+            target = out or run_dir / "report.html"
+        else:
+            assert env is not None
+            v = default_registry().get(env)
+            text = build_variant_report(v, leaderboard_dir, results_dir, all_versions=all_versions)
+            target = out or Path(f"report-{v.id}.html")
+    except (RunStoreError, VersionMixError, ValueError) as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    console.print(f"wrote {target} ({len(text) / 1024:.0f} KiB)")
+    return 0

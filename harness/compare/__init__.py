@@ -1,0 +1,1 @@
+"""Statistical comparison of search methods: paired tests, aggregate metrics, anytime curves."""

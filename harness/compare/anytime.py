@@ -1,0 +1,213 @@
+"""Anytime performance: best-so-far score of each run as a function of evaluations, wall time and cost.
+
+Built from the runs' ``candidates.parquet`` snapshots with pyarrow and grouped pandas kernels
+(cumulative max/sum per run); no Python loop touches a candidate row, so a million rows take
+well under a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+Axis = Literal["evaluations", "wall_s", "cost_usd"]
+"""Budget axes of an anytime curve."""
+AXES: tuple[Axis, ...] = ("evaluations", "wall_s", "cost_usd")
+
+_READ = ["run_id", "seq", "status", "score", "cost_usd"]
+_TIMES = ["started_at", "finished_at"]
+
+
+class CandidatesMissingError(FileNotFoundError):
+    """A run has no ``candidates.parquet`` snapshot to draw its curve from."""
+
+
+def read_candidates(paths: Mapping[str, Path], *, with_times: bool = False) -> pa.Table:
+    """Read several runs' candidate tables in one multi-threaded scan (only the columns curves need).
+
+    Args:
+        paths: Run id -> that run's ``candidates.parquet``.
+        with_times: Also read the start / finish times, as UTC timestamps (for the wall-time axis).
+
+    Returns:
+        One table whose ``run_id`` is a dictionary column holding the mapping's keys, so rows are
+        attributed to the run directory they were read from.
+
+    Raises:
+        CandidatesMissingError: If a file does not exist.
+        pyarrow.ArrowInvalid: If a file is unreadable or a time is not ISO-8601.
+    """
+    missing = [f"{rid} ({p})" for rid, p in paths.items() if not Path(p).is_file()]
+    if missing:
+        raise CandidatesMissingError(f"no candidates.parquet for run(s): {', '.join(missing)}")
+    cols = _READ[1:] + (_TIMES if with_times else [])
+    if not paths:
+        return pa.table({"run_id": pa.array([], pa.dictionary(pa.int32(), pa.string()))})
+    by_file = {str(Path(p)): rid for rid, p in paths.items()}
+    if len(by_file) != len(paths):
+        raise ValueError("two runs map to the same candidates file")
+    table = ds.dataset(list(by_file), format="parquet").to_table(columns=[*cols, "__filename"])
+    enc = pc.dictionary_encode(table["__filename"]).combine_chunks()
+    run_ids = pa.DictionaryArray.from_arrays(
+        enc.indices, pa.array([by_file[str(Path(f))] for f in enc.dictionary.to_pylist()])
+    )
+    table = table.drop_columns(["__filename"]).append_column("run_id", run_ids)
+    if with_times:
+        for c in _TIMES:  # Arrow parses ISO-8601 with offsets natively, far faster than pandas
+            table = table.set_column(
+                table.schema.get_field_index(c), c, pc.cast(table[c], pa.timestamp("us", tz="UTC"))
+            )
+    return table
+
+
+def best_so_far(table: pa.Table, *, maximize: bool) -> pd.DataFrame:
+    """Per-run best-so-far curves.
+
+    Args:
+        table: Candidate rows of one or more runs (:func:`read_candidates`).
+        maximize: Score direction.
+
+    Returns:
+        One row per evaluation, sorted by run and ``seq``, with ``run_id`` (categorical),
+        ``evaluations`` (1-based count), ``cost_usd`` (cumulative), ``wall_s`` (seconds from the
+        run's first submission to the latest finish so far; only with times) and ``best`` (best
+        ``ok`` score so far, NaN before the first).
+    """
+    if table.num_rows == 0:
+        return pd.DataFrame({"run_id": pd.Categorical([]), "evaluations": [], "cost_usd": [], "best": []})
+    run = table["run_id"].combine_chunks()
+    if not pa.types.is_dictionary(run.type):
+        run = pc.dictionary_encode(run)
+    codes = run.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    seq = table["seq"].to_numpy()
+    order = np.lexsort((seq, codes))
+    presorted = bool(np.all(order[1:] > order[:-1]))  # already grouped and in seq order (the usual case)
+
+    def col(arr: np.ndarray) -> np.ndarray:
+        return arr if presorted else arr[order]
+
+    ok = pc.fill_null(pc.equal(table["status"], "ok"), False).to_numpy(zero_copy_only=False)
+    score = np.where(ok, pc.fill_null(table["score"], np.nan).to_numpy(zero_copy_only=False), np.nan)
+    codes, score = col(codes), col(score).astype(np.float64)
+    cost = col(pc.fill_null(table["cost_usd"], 0.0).to_numpy(zero_copy_only=False).astype(np.float64))
+    key = pd.Series(codes)
+    signed = pd.Series(np.where(np.isnan(score), -np.inf, score if maximize else -score))
+    running = signed.groupby(key, sort=False).cummax().to_numpy()
+    best = np.where(np.isfinite(running), running if maximize else -running, np.nan)
+    out = pd.DataFrame(
+        {
+            "run_id": pd.Categorical.from_codes(codes, categories=run.dictionary.to_pylist()),
+            "evaluations": key.groupby(key, sort=False).cumcount().to_numpy() + 1,
+            "cost_usd": pd.Series(cost).groupby(key, sort=False).cumsum().to_numpy(),
+            "best": best,
+        }
+    )
+    if "finished_at" in table.column_names:
+        t0 = col(pc.cast(table["started_at"], pa.int64()).to_numpy(zero_copy_only=False))
+        t1 = col(pc.cast(table["finished_at"], pa.int64()).to_numpy(zero_copy_only=False))
+        start = pd.Series(t0).groupby(key, sort=False).transform("min").to_numpy()
+        # Parallel workers finish out of order: the wall time of a best-so-far is the latest finish.
+        end = pd.Series(t1).groupby(key, sort=False).cummax().to_numpy()
+        out["wall_s"] = (end - start) / 1e6
+    return out
+
+
+def _runs(curves: pd.DataFrame) -> list[str]:
+    """Run ids of a curves frame, in order of first appearance."""
+    return [str(r) for r in curves["run_id"].drop_duplicates()]
+
+
+def progress_of(best: pd.Series | np.ndarray, y_init: float, y_target: float) -> np.ndarray:
+    """Vectorised normalised progress u in [0, 1]; NaN (nothing scored) maps to 0.
+
+    Raises:
+        ValueError: If ``y_init == y_target``.
+    """
+    if y_init == y_target:
+        raise ValueError("y_init and y_target must differ")
+    u = (np.asarray(best, dtype=np.float64) - y_init) / (y_target - y_init)
+    return np.nan_to_num(np.clip(u, 0.0, 1.0), nan=0.0)
+
+
+def at_budget(curves: pd.DataFrame, axis: Axis, budget: float) -> pd.Series:
+    """Each run's best-so-far once ``budget`` units of ``axis`` were spent.
+
+    Args:
+        curves: Output of :func:`best_so_far`.
+        axis: Budget axis.
+        budget: Budget (a run that stopped earlier keeps its final best).
+
+    Returns:
+        Run id -> best score (NaN when nothing had scored within the budget).
+
+    Raises:
+        KeyError: If ``axis`` is ``wall_s`` and the curves carry no times.
+        ValueError: If ``budget`` is negative or NaN.
+    """
+    if not budget >= 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    within = curves[curves[axis] <= budget]
+    last = within.groupby("run_id", sort=False, observed=True)["best"].last()
+    last.index = last.index.astype(str)
+    return last.reindex(_runs(curves))
+
+
+def progress_auc(curves: pd.DataFrame, y_init: float, y_target: float, horizon: int) -> pd.Series:
+    """Normalised area under each run's progress curve over the first ``horizon`` evaluations.
+
+    ``AUC = (1 / horizon) * sum_{k=1..horizon} u(best after k evaluations)``, in [0, 1]; a run
+    that stopped before ``horizon`` keeps its final progress for the remaining evaluations.
+
+    Args:
+        curves: Output of :func:`best_so_far`.
+        y_init: Progress bound of the initial program.
+        y_target: Progress bound regarded as solved.
+        horizon: Number of evaluations the area covers.
+
+    Returns:
+        Run id -> AUC.
+
+    Raises:
+        ValueError: If ``horizon`` < 1.
+    """
+    if horizon < 1:
+        raise ValueError("horizon must be >= 1")
+    within = curves[curves["evaluations"] <= horizon]
+    u = pd.Series(progress_of(within["best"], y_init, y_target), index=within.index)
+    g = u.groupby(within["run_id"], sort=False, observed=True)
+    total, n, last = g.sum(), g.size(), g.last()
+    auc = (total + (horizon - n) * last) / horizon
+    auc.index = auc.index.astype(str)
+    return auc.reindex(_runs(curves)).fillna(0.0)
+
+
+def on_grid(
+    curves: pd.DataFrame, axis: Axis, grid: np.ndarray, value: str = "best"
+) -> tuple[list[str], np.ndarray]:
+    """Sample every run's step curve at the points of ``grid`` (value of the last point <= x).
+
+    Args:
+        curves: Output of :func:`best_so_far` (possibly with an added value column).
+        axis: x axis.
+        grid: Increasing x values.
+        value: Column to sample.
+
+    Returns:
+        Run ids and a (runs, len(grid)) array; NaN before a run's first point.
+    """
+    runs: list[str] = []
+    rows: list[np.ndarray] = []
+    for rid, g in curves.groupby("run_id", sort=True, observed=True):  # one iteration per run, not per row
+        x = g[axis].to_numpy(dtype=np.float64)
+        y = g[value].to_numpy(dtype=np.float64)
+        idx = np.searchsorted(x, grid, side="right") - 1
+        rows.append(np.where(idx >= 0, y[np.clip(idx, 0, None)], np.nan))
+        runs.append(str(rid))
+    return runs, np.vstack(rows) if rows else np.empty((0, grid.size))

@@ -1,0 +1,1 @@
+"""``bench doctor``: what isolation, limits, devices and data evaluations get here."""

@@ -1,0 +1,1 @@
+"""Figures and self-contained HTML reports of runs and variants."""

@@ -1,0 +1,259 @@
+"""Figures: best-so-far curves with CI bands across seeds, and RL training diagnostics.
+
+Figures are built on ``matplotlib.figure.Figure`` directly (no pyplot global state, no GUI
+backend), and every line is labelled at its end in its own colour, so no legend is needed.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from harness.compare.anytime import Axis, on_grid, progress_of
+
+AXIS_LABELS: dict[str, str] = {
+    "evaluations": "evaluations",
+    "wall_s": "wall time (s)",
+    "cost_usd": "LLM cost (USD)",
+}
+
+TRAIN_COLUMNS = (
+    "step",
+    "adapter_version",
+    "loss",
+    "entropy",
+    "grad_norm",
+    "clip_frac",
+    "kl",
+    "alpha",
+    "reward_mean",
+    "reward_std",
+    "skipped",
+    "skip_reason",
+)
+"""Columns of ``train.parquet`` the diagnostics read (any subset but ``step`` may be absent)."""
+
+_PANELS = (
+    ("reward_mean", "reward (mean ± std)"),
+    ("loss", "loss"),
+    ("entropy", "entropy"),
+    ("grad_norm", "gradient norm"),
+    ("kl", "KL"),
+    ("alpha", "α_t"),
+    ("clip_frac", "clip fraction"),
+    ("skipped", "skipped steps (cumulative)"),
+)
+_COLORS = ("#1b6ca8", "#d1495b", "#2e8b57", "#8e44ad", "#e67e22", "#34495e", "#c0392b", "#16a085")
+
+
+def band(
+    values: np.ndarray, level: float = 0.95, n_resamples: int = 1000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean across runs at each grid point with a percentile bootstrap band (runs resampled).
+
+    Args:
+        values: (runs, points) array; NaN entries (no score yet) are ignored.
+        level: Confidence level.
+        n_resamples: Bootstrap resamples.
+        seed: Seed of the resampling.
+
+    Returns:
+        Mean, lower and upper band, each of length ``points``.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns before any score
+        mean = np.nanmean(values, axis=0)
+        if values.shape[0] < 2:
+            return mean, mean.copy(), mean.copy()
+        idx = np.random.default_rng(seed).integers(0, values.shape[0], size=(n_resamples, values.shape[0]))
+        boot = np.nanmean(values[idx], axis=1)
+        a = (1 - level) / 2
+        lo, hi = np.nanquantile(boot, [a, 1 - a], axis=0)
+    return mean, lo, hi
+
+
+def _grid(curves: Mapping[str, pd.DataFrame], axis: Axis) -> np.ndarray:
+    top = max(float(c[axis].max()) for c in curves.values() if not c.empty)
+    if axis == "evaluations":
+        return np.arange(1, int(top) + 1, dtype=np.float64)
+    if not top > 0:
+        what = (
+            "LLM cost was recorded (offline proposer or free model)" if axis == "cost_usd" else "time elapsed"
+        )
+        raise ValueError(f"no {what} in these runs: nothing to plot against {AXIS_LABELS[axis]}")
+    return np.linspace(0.0, top, 300)
+
+
+def _place_labels(ends: list[float], span: float) -> list[float]:
+    """Nudge end-of-line label heights apart by at least 5 % of the y span, keeping their order."""
+    order = np.argsort(ends)
+    gap = 0.05 * (span or 1.0)
+    placed = np.asarray(ends, dtype=np.float64)[order].copy()
+    for i in range(1, placed.size):
+        placed[i] = max(placed[i], placed[i - 1] + gap)
+    out = np.empty_like(placed)
+    out[order] = placed
+    return out.tolist()
+
+
+def curves_figure(
+    curves: Mapping[str, pd.DataFrame],
+    *,
+    axis: Axis = "evaluations",
+    metric: str = "score",
+    y_init: float | None = None,
+    y_target: float | None = None,
+    title: str = "",
+    level: float = 0.95,
+) -> Figure:
+    """Best-so-far curves, one per agent: mean across seeds and a bootstrap CI band.
+
+    Args:
+        curves: Agent -> its runs' curves (:func:`~harness.compare.anytime.best_so_far`).
+        axis: x axis.
+        metric: ``score`` (raw best score) or ``u`` (normalised progress; needs the bounds).
+        y_init: Progress bound of the initial program (for ``u``).
+        y_target: Progress bound regarded as solved (for ``u``).
+        title: Figure title.
+        level: Confidence level of the bands.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: If there is nothing to plot, the axis has no spread, or ``u`` lacks bounds.
+    """
+    if not curves or all(c.empty for c in curves.values()):
+        raise ValueError("no runs to plot")
+    if metric == "u" and (y_init is None or y_target is None):
+        raise ValueError("metric u needs y_init and y_target")
+    grid = _grid(curves, axis)
+    fig = Figure(figsize=(8.0, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    ends: list[tuple[str, float, str]] = []
+    for i, (agent, c) in enumerate(sorted(curves.items())):
+        if c.empty:
+            continue
+        c = c.copy()
+        if metric == "u":
+            c["value"] = progress_of(c["best"], float(y_init), float(y_target))  # type: ignore[arg-type]
+        else:
+            c["value"] = c["best"]
+        runs, vals = on_grid(c, axis, grid, "value")
+        mean, lo, hi = band(vals, level=level)
+        color = _COLORS[i % len(_COLORS)]
+        ax.plot(grid, mean, color=color, lw=2, drawstyle="steps-post")
+        if len(runs) > 1:
+            ax.fill_between(grid, lo, hi, color=color, alpha=0.18, step="post", lw=0)
+        finite = np.flatnonzero(np.isfinite(mean))
+        if finite.size:
+            ends.append((f"{agent} (n={len(runs)})", float(mean[finite[-1]]), color))
+    ymin, ymax = ax.get_ylim()
+    for (text, _, color), y in zip(ends, _place_labels([e[1] for e in ends], ymax - ymin), strict=True):
+        ax.annotate(
+            text,
+            xy=(1.01, y),
+            xycoords=("axes fraction", "data"),
+            color=color,
+            fontsize=10,
+            va="center",
+            fontweight="bold",
+        )
+    ax.set_xlabel(AXIS_LABELS[axis])
+    ax.set_ylabel("best-so-far progress u" if metric == "u" else "best-so-far score")
+    ax.grid(alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    head = title or f"best so far vs {AXIS_LABELS[axis]}"
+    if any(c["run_id"].nunique() > 1 for c in curves.values() if not c.empty):
+        head += f"\nline: mean across seeds; band: {level:.0%} bootstrap CI across seeds"
+    fig.suptitle(head, fontsize=11)
+    return fig
+
+
+def train_figure(train: pd.DataFrame, title: str = "RL training diagnostics") -> Figure:
+    """One small panel per diagnostic present in a ``train.parquet`` frame, x = step.
+
+    Args:
+        train: Rows of ``train.parquet`` (see :data:`TRAIN_COLUMNS`).
+        title: Figure title.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: If ``step`` is missing or no diagnostic column is present.
+    """
+    if "step" not in train:
+        raise ValueError("train.parquet has no 'step' column")
+    panels = [
+        (c, label)
+        for c, label in _PANELS
+        if c in train and pd.to_numeric(train[c], errors="coerce").notna().any()
+    ]
+    if not panels:
+        raise ValueError(f"train.parquet has none of the diagnostic columns {[c for c, _ in _PANELS]}")
+    df = train.sort_values("step", kind="stable")
+    step = pd.to_numeric(df["step"]).to_numpy(dtype=np.float64)
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(5.0 * ncols, 2.4 * nrows + 0.6), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
+    for k, (col, label) in enumerate(panels):
+        ax = axes[k // ncols][k % ncols]
+        y = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+        color = _COLORS[k % len(_COLORS)]
+        if col == "skipped":
+            y = np.cumsum(np.nan_to_num(y) > 0)
+            ax.step(step, y, where="post", color=color, lw=1.8)
+            if "skip_reason" in df:
+                reasons = df.loc[
+                    np.nan_to_num(pd.to_numeric(df[col], errors="coerce").to_numpy()) > 0, "skip_reason"
+                ]
+                counts = reasons.fillna("?").astype(str).value_counts()
+                if not counts.empty:
+                    text = "\n".join(f"{n}× {r[:28]}" for r, n in counts.head(4).items())
+                    ax.text(0.02, 0.95, text, transform=ax.transAxes, va="top", fontsize=8, color="#444")
+        else:
+            ax.plot(step, y, color=color, lw=1.5)
+            if col == "reward_mean" and "reward_std" in df:
+                sd = pd.to_numeric(df["reward_std"], errors="coerce").to_numpy(dtype=np.float64)
+                ax.fill_between(step, y - sd, y + sd, color=color, alpha=0.18, lw=0)
+        ax.set_title(label, fontsize=10, color=color, loc="left", fontweight="bold")
+        ax.grid(alpha=0.3)
+        ax.spines[["top", "right"]].set_visible(False)
+    for k in range(len(panels), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("step")
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def save(fig: Figure, path: Path) -> Path:
+    """Write a figure as PNG or SVG, chosen by the file suffix.
+
+    Raises:
+        ValueError: If the suffix is neither ``.png`` nor ``.svg``.
+    """
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise ValueError(f"plot file must end in .png or .svg, got {path.name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
+    return path
+
+
+def svg_text(fig: Figure) -> str:
+    """The figure as an inline SVG element (no XML prolog, no external references)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    return text[text.index("<svg") :]

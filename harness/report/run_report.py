@@ -1,0 +1,213 @@
+"""``bench report RUN_DIR``: one self-contained HTML page about one run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.compare.anytime import best_so_far, read_candidates
+from harness.results.store import RunStore
+
+from . import page
+from .plot import curves_figure, train_figure
+
+TRAIN_FILE = "train.parquet"
+LLM_FILE = "llm_calls.parquet"
+
+
+def status_section(cands: pd.DataFrame) -> str:
+    """Counts per status and the most frequent failure reasons (first line, truncated)."""
+    if cands.empty:
+        return "<p>No evaluations.</p>"
+    counts = cands["status"].astype(str).value_counts()
+    html = page.table(
+        ["status", "evaluations", "share"], [(s, int(n), f"{n / len(cands):.0%}") for s, n in counts.items()]
+    )
+    failed = cands[cands["status"].astype(str) != "ok"]
+    if not failed.empty:
+        first = failed["reason"].fillna("").astype(str).str.strip().str.split("\n").str[-1].str.slice(0, 200)
+        first = first.replace("", "(no reason given)")
+        top = first.groupby([failed["status"].astype(str), first]).size()
+        top = top.sort_values(ascending=False).head(15)
+        html += "<p>Most frequent failure reasons (last line of the message):</p>"
+        rows = [(*key, int(n)) for key, n in zip(top.index.tolist(), top.tolist(), strict=True)]
+        html += page.table(["status", "reason", "count"], rows)
+    return html
+
+
+def llm_section(run_dir: Path) -> str:
+    """LLM calls, tokens and spend per role from ``llm_calls.parquet``."""
+    path = run_dir / LLM_FILE
+    if not path.is_file():
+        return "<p>No LLM ledger (<code>llm_calls.parquet</code>): the agent made no model calls.</p>"
+    calls = pd.read_parquet(path)
+    if calls.empty:
+        return "<p>The LLM ledger is empty.</p>"
+    g = calls.groupby(["role", "model", "kind"], sort=True)
+    agg = pd.DataFrame(
+        {
+            "calls": g.size(),
+            "failed": g["ok"].apply(lambda s: int((~s.astype(bool)).sum())),
+            "cache hits": g["cache_hit"].sum().astype(int),
+            "tokens in": g["tokens_in"].sum().astype(int),
+            "tokens out": g["tokens_out"].sum().astype(int),
+            "cost USD": g["cost_usd"].sum(),
+            "latency s": g["latency_s"].sum(),
+        }
+    ).reset_index()
+    rows = [tuple(r) for r in agg.itertuples(index=False)]
+    total = (
+        "total",
+        "",
+        "",
+        int(agg["calls"].sum()),
+        int(agg["failed"].sum()),
+        int(agg["cache hits"].sum()),
+        int(agg["tokens in"].sum()),
+        int(agg["tokens out"].sum()),
+        float(agg["cost USD"].sum()),
+        float(agg["latency s"].sum()),
+    )
+    html = page.table(list(agg.columns), [*rows, total])
+    if "cost_known" in calls and not calls["cost_known"].all():
+        html += "<p class='note'>Some models have no entry in the cost map; their spend counts as 0.</p>"
+    return html
+
+
+def _config_pairs(store: RunStore) -> list[tuple[str, Any]]:
+    i = store.info
+    return [
+        ("run id", i.run_id),
+        ("status", i.status),
+        ("agent", f"{i.agent} {i.agent_version}".strip()),
+        ("agent config", json.dumps(i.agent_config, sort_keys=True)),
+        ("models", json.dumps(i.models, sort_keys=True) if i.models else "none"),
+        ("variant", f"{i.env_id} (family {i.family} v{i.env_version})"),
+        ("content hash", i.env_hash),
+        ("seed", i.seed),
+        ("budget", json.dumps(i.budget, sort_keys=True)),
+        ("backend / workers", f"{i.backend} / {i.workers}"),
+        ("started / ended", f"{i.started_at} / {i.ended_at or '-'}"),
+        ("evaluations", i.n_evaluations),
+        ("best score", i.best_score),
+        ("git commit", f"{i.git_commit or 'unknown'}{' (dirty)' if i.git_dirty else ''}"),
+        ("host / python", f"{i.host} / {i.python}"),
+        ("command", " ".join(i.command)),
+        ("package versions", ", ".join(f"{k} {v}" for k, v in sorted(i.package_versions.items()))),
+    ]
+
+
+def _initial_program(store: RunStore, cands: pd.DataFrame) -> tuple[str, str] | None:
+    """The variant's initial program from the registry, else the run's first evaluated program."""
+    from harness.envs.registry import UnknownIdError, default_registry
+
+    try:
+        v = default_registry().get(store.info.env_id)
+        note = (
+            ""
+            if v.hash == store.info.env_hash
+            else f" (content {v.hash}; the run used {store.info.env_hash})"
+        )
+        return v.initial_program, f"initial program {v.initial_program_name}{note}"
+    except (UnknownIdError, KeyError):
+        pass
+    if cands.empty:
+        return None
+    first = cands.sort_values("seq").iloc[0]
+    try:
+        return store.get_program(str(first["program_sha256"])), "first evaluated program"
+    except (KeyError, ValueError):
+        return None
+
+
+def best_program_section(store: RunStore, cands: pd.DataFrame, maximize: bool) -> str:
+    """The best program's score and its diff against the initial program."""
+    ok = cands[(cands["status"].astype(str) == "ok") & cands["score"].notna()]
+    if ok.empty:
+        return "<p>No evaluation scored; there is no best program.</p>"
+    best = ok.sort_values(["score", "seq"], ascending=[not maximize, True]).iloc[0]
+    sha = str(best["program_sha256"])
+    try:
+        source = store.get_program(sha)
+    except (KeyError, ValueError) as e:
+        return f"<p class='note'>Best program {page.esc(sha)} is not stored: {page.esc(e)}</p>"
+    head = page.kv_table(
+        [("score", float(best["score"])), ("evaluation seq", int(best["seq"])), ("sha256", sha)]
+    )
+    initial = _initial_program(store, cands)
+    if initial is None:
+        return head + f"<pre>{page.esc(source)}</pre>"
+    return head + page.diff_block(initial[0], source, initial[1], f"best program (seq {int(best['seq'])})")
+
+
+def build_run_report(run_dir: Path) -> str:
+    """Render the report of one run directory.
+
+    Args:
+        run_dir: A run directory (``results/<run-id>``).
+
+    Returns:
+        The HTML document.
+
+    Raises:
+        RunStoreError: If ``run_dir`` is not a readable run directory.
+    """
+    from harness.envs.registry import UnknownIdError, default_registry
+
+    store = RunStore.open(Path(run_dir), readonly=True)
+    info = store.info
+    cands = store.read_parquet()
+    if cands.empty and store.journal_path.exists():  # a killed run never flushed: fall back to the journal
+        cands = pd.DataFrame([r.model_dump(mode="json") for r in store.rows()])
+    try:
+        v = default_registry().get(info.env_id)
+        maximize, bounds = v.maximize, (v.progress.y_init, v.progress.y_target)
+    except UnknownIdError:
+        maximize, bounds = True, None
+    sections: list[tuple[str, str]] = [("Configuration and provenance", page.kv_table(_config_pairs(store)))]
+    figs, notes = [], ""
+    if not cands.empty and store.parquet_path.is_file():
+        curves = best_so_far(
+            read_candidates({info.run_id: store.parquet_path}, with_times=True), maximize=maximize
+        )
+        for axis in ("evaluations", "wall_s", "cost_usd"):
+            try:
+                fig = curves_figure({info.agent: curves}, axis=axis, title="best score so far")
+            except ValueError as e:
+                notes += f"<p class='note'>{page.esc(e)}</p>"
+                continue
+            figs.append(page.figure(fig))
+        if bounds is not None:
+            figs.append(
+                page.figure(
+                    curves_figure(
+                        {info.agent: curves},
+                        metric="u",
+                        y_init=bounds[0],
+                        y_target=bounds[1],
+                        title="normalised progress u",
+                    )
+                )
+            )
+    body = page.figures(figs) + notes if figs else "<p>No curves: the run has no flushed candidates.</p>"
+    sections.append(("Best-so-far curves", body))
+    train = Path(run_dir) / TRAIN_FILE
+    if train.is_file():
+        try:
+            sections.append(("RL training diagnostics", page.figure(train_figure(pd.read_parquet(train)))))
+        except ValueError as e:
+            sections.append(("RL training diagnostics", f"<p class='note'>{page.esc(e)}</p>"))
+    sections.append(
+        (
+            "Best program vs initial program",
+            best_program_section(store, cands, maximize) if not cands.empty else "<p>No evaluations.</p>",
+        )
+    )
+    sections.append(("Evaluation outcomes", status_section(cands)))
+    sections.append(("LLM spend by role", llm_section(Path(run_dir))))
+    sub = f"{info.agent} on {info.env_id}@{info.env_hash}, seed {info.seed}; {info.status}, "
+    sub += f"{len(cands)} evaluations"
+    return page.page(f"evobench run {info.run_id}", sub, sections)

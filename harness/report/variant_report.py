@@ -1,0 +1,136 @@
+"""``bench report --env E``: one self-contained HTML page comparing the agents run on a variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.compare.paired import compare
+from harness.compare.select import agent_curves, variant_runs
+from harness.envs.registry import Variant
+from harness.results.leaderboard import load_leaderboard, summarize
+
+from . import page
+from .plot import curves_figure
+
+
+def build_variant_report(
+    variant: Variant,
+    leaderboard_dir: Path,
+    results_dir: Path,
+    *,
+    all_versions: bool = False,
+    n_resamples: int = 4000,
+) -> str:
+    """Render the report of every agent's runs on one variant.
+
+    Args:
+        variant: The resolved variant.
+        leaderboard_dir: Directory of the leaderboard tables.
+        results_dir: Directory holding the run directories.
+        all_versions: Pool runs scored on different contents.
+        n_resamples: Bootstrap resamples of the comparison.
+
+    Returns:
+        The HTML document.
+
+    Raises:
+        VersionMixError: If runs span several contents and ``all_versions`` is off.
+        ValueError: If the variant has no finished runs.
+    """
+    lb = load_leaderboard(leaderboard_dir, variant.family)
+    lb = lb[lb["variant"] == variant.id]
+    if lb.empty:
+        raise ValueError(f"no finished runs of {variant.id} in {leaderboard_dir}")
+    agents = tuple(sorted(set(lb["agent"].astype(str))))
+    common: dict[str, Any] = dict(
+        variant=variant.id,
+        current_hash=variant.hash,
+        maximize=variant.maximize,
+        results_dir=results_dir,
+        all_versions=all_versions,
+    )
+    curves, notes = agent_curves(lb, agents=agents, **common)
+    sections: list[tuple[str, str]] = []
+    s = summarize(lb if all_versions else lb[lb["env_hash"] == lb["env_hash"].mode().iloc[0]], variant.id)
+    sections.append(("Leaderboard", page.table(list(s.columns), s.itertuples(index=False))))
+    if len(agents) >= 2:
+        vr = variant_runs(
+            lb, y_init=variant.progress.y_init, y_target=variant.progress.y_target, agents=agents, **common
+        )
+        c = compare([vr], agents, n_resamples=n_resamples)
+        rows = [
+            (
+                r.metric,
+                r.agent_a,
+                r.agent_b,
+                f"{r.n_pairs}/{r.n_seeds}",
+                _g(r.mean_a),
+                _g(r.mean_b),
+                _g(r.delta),
+                f"[{_g(r.ci_lo)}, {_g(r.ci_hi)}] {r.ci_method}",
+                _g(r.p_value),
+                _g(r.p_holm),
+                "; ".join(
+                    f"{w} seed {' '.join(map(str, m))}"
+                    for w, m in ((r.agent_a, r.missing_a), (r.agent_b, r.missing_b))
+                    if m
+                ),
+            )
+            for r in c.paired
+        ]
+        head = ["metric", "A", "B", "pairs", "mean A", "mean B", "A − B", "95 % CI", "p", "p Holm", "missing"]
+        agg = [
+            (
+                f"IQM({g.agent_a})" if g.kind == "iqm" else f"P({g.agent_a} > {g.agent_b})",
+                _g(g.estimate),
+                f"[{_g(g.ci_lo)}, {_g(g.ci_hi)}]",
+                g.n_runs,
+            )
+            for g in c.aggregates
+        ]
+        sections.append(
+            (
+                "Paired comparison (A − B, by seed)",
+                page.table(head, rows)
+                + page.table(["statistic of u", "estimate", "95 % stratified bootstrap CI", "runs"], agg)
+                + "".join(f"<p class='note'>{page.esc(n)}</p>" for n in c.notes),
+            )
+        )
+    figs = ""
+    if curves:
+        figs = page.figures(
+            [
+                page.figure(
+                    curves_figure(curves, axis="evaluations", title=f"{variant.id}: best score so far")
+                ),
+                page.figure(
+                    curves_figure(
+                        curves,
+                        metric="u",
+                        y_init=variant.progress.y_init,
+                        y_target=variant.progress.y_target,
+                        title=f"{variant.id}: normalised progress u",
+                    )
+                ),
+            ]
+        )
+    sections.append(
+        (
+            "Best-so-far curves (mean across seeds, 95 % bootstrap band)",
+            figs or "<p>No candidates to plot.</p>",
+        )
+    )
+    runs = lb.sort_values(["agent", "seed"])[
+        ["run_id", "agent", "seed", "best_score", "progress", "n_evaluations", "n_ok", "env_hash", "cost_usd"]
+    ]
+    sections.append(("Runs", page.table(list(runs.columns), runs.itertuples(index=False))))
+    if notes:
+        sections.append(("Notes", "".join(f"<p class='note'>{page.esc(n)}</p>" for n in notes)))
+    better = "higher" if variant.maximize else "lower"
+    sub = f"{variant.id} v{variant.version} ({variant.hash}); {better} score is better; {len(lb)} runs"
+    return page.page(f"evobench variant {variant.id}", sub, sections)
+
+
+def _g(x: float) -> str:
+    return "–" if x != x else f"{x:.3g}"

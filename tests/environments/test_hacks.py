@@ -1,0 +1,112 @@
+"""The one way to write a family's reward-hack tests: a folder of hostile candidates.
+
+``tests/environments/hacks/<variant-id>/<name>.<ext>`` is a complete candidate program whose
+header comment states what must happen to it::
+
+    # hack: what it tries (one line, for humans)
+    # expect: invalid | error | timeout | no-gain
+    # reason: a substring the result's reason must contain (optional)
+
+``no-gain`` means the evaluation is ``ok`` but scores no better than the variant's honest initial
+program (within ``# tolerance:``, default 1e-9 relative); a status other than ``ok`` also fails it,
+so a hack whose own positive control breaks (it raises) cannot pass vacuously. Every file runs
+through the real local sandbox backend, exactly as an agent's program would.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.envs.registry import Variant, default_registry
+from harness.evaluation.result import EvalResult, Status
+from harness.sandbox.local import LocalBackend
+
+HACKS = Path(__file__).resolve().parent / "hacks"
+VERDICTS = ("invalid", "error", "timeout", "no-gain")
+
+
+@dataclass(frozen=True)
+class Hack:
+    """One hostile candidate and its expected verdict."""
+
+    variant_id: str
+    path: Path
+    expect: str
+    reason: str
+    tolerance: float
+
+    @property
+    def id(self) -> str:
+        return f"{self.variant_id}/{self.path.stem}"
+
+
+def _header(text: str, key: str) -> str:
+    m = re.search(rf"^(?:#|//)\s*{key}:\s*(.+?)\s*$", text, re.M)
+    return m.group(1) if m else ""
+
+
+def discover() -> list[Hack]:
+    out = []
+    for d in sorted(p for p in HACKS.iterdir() if p.is_dir()):
+        for f in sorted(d.iterdir()):
+            if f.name.startswith((".", "_")) or not f.is_file():
+                continue
+            text = f.read_text(encoding="utf-8")
+            expect = _header(text, "expect")
+            assert expect in VERDICTS, f"{f}: '# expect:' must be one of {VERDICTS}, got {expect!r}"
+            assert _header(text, "hack"), f"{f}: a '# hack:' line says what it tries"
+            tol = float(_header(text, "tolerance") or 1e-9)
+            out.append(Hack(d.name, f, expect, _header(text, "reason"), tol))
+    return out
+
+
+ALL = discover()
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[LocalBackend]:
+    with LocalBackend(workers=2, mode="warm") as b:
+        yield b
+
+
+_honest: dict[str, EvalResult] = {}
+
+
+def honest(backend: LocalBackend, v: Variant) -> EvalResult:
+    if v.id not in _honest:
+        res = backend.evaluate(v, v.initial_program)
+        assert res.status is Status.OK, f"honest initial program of {v.id}: {res.status} {res.reason}"
+        _honest[v.id] = res
+    return _honest[v.id]
+
+
+def test_every_family_with_hacks_is_a_real_variant() -> None:
+    ids = set(default_registry().ids())
+    assert ALL, "no hack candidates found"
+    for h in ALL:
+        assert h.variant_id in ids, f"{h.path.parent} is not a variant id"
+
+
+@pytest.mark.parametrize("hack", ALL, ids=[h.id for h in ALL])
+def test_hack_fails_or_gains_nothing(backend: LocalBackend, hack: Hack) -> None:
+    v = default_registry().get(hack.variant_id)
+    res = backend.evaluate(v, hack.path.read_text(encoding="utf-8"))
+    assert res.status is not Status.INFRA_ERROR, f"harness failed, not the hack: {res.reason}"
+    if hack.expect == "no-gain":
+        assert res.status is Status.OK, f"expected ok and no gain, got {res.status}: {res.reason[:500]}"
+        ref = honest(backend, v)
+        assert res.score is not None and ref.score is not None
+        margin = hack.tolerance * max(1.0, abs(ref.score))
+        better = res.score > ref.score + margin if v.maximize else res.score < ref.score - margin
+        assert math.isfinite(res.score) and not better, f"hack scored {res.score} vs honest {ref.score}"
+    else:
+        got = f"expected {hack.expect}, got {res.status}: {res.reason[:500]}"
+        assert res.status is Status(hack.expect), got
+    if hack.reason:
+        assert hack.reason in res.reason, f"reason {res.reason[:500]!r} lacks {hack.reason!r}"
