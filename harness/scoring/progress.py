@@ -30,16 +30,60 @@ def normalized_progress(y: float | None, y_init: float, y_target: float) -> floa
     return min(1.0, max(0.0, u))
 
 
+def parse_score(y: object) -> float | None:
+    """A finite float from a candidate's score, or None when it is missing, unparsable or non-finite.
+
+    Booleans are rejected (``True`` is not a score); strings are parsed with ``float``.
+    """
+    if y is None or isinstance(y, bool):
+        return None
+    if not isinstance(y, int | float | str):
+        try:
+            y = float(y)  # type: ignore[arg-type]  # numpy scalars and other real numbers
+        except (TypeError, ValueError):
+            return None
+    try:
+        value = float(y)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
+
+
 def progress_reward(
-    y: float | None, y_init: float, y_target: float, c: float = 5.0, alpha: float = 1.0, fail: float = -1.0
+    y: object,
+    y_init: float,
+    y_target: float,
+    c: float = 5.0,
+    alpha: float = 1.0,
+    fail: float = -1.0,
+    *,
+    y_min: float | None = None,
+    y_max: float | None = None,
 ) -> float:
-    """RL reward R = c * u(y)^alpha, and ``fail`` for a failed or non-finite score (PACEvolve++ Eq. 5).
+    """RL reward R = c * u(y)^alpha; ``fail`` for a failed, unparsable or non-finite score (Eq. 5).
+
+    The direction comes from ``y_init``/``y_target`` (smaller is better when the target is
+    below the initial score). Optional explicit bounds ``y_min < y_max`` replace the default
+    ``[min(y_init, y_target), max(y_init, y_target)]``; scores outside are clamped, so
+    u = (y - y_min)/(y_max - y_min) when maximising and (y_max - y)/(y_max - y_min) when minimising.
 
     Raises:
-        ValueError: If ``y_init == y_target`` or ``c``/``alpha`` are not positive.
+        ValueError: If ``y_init == y_target``, ``c``/``alpha`` are not positive, only one explicit
+            bound is given, or the bounds are not finite with ``y_min < y_max``.
     """
     if c <= 0 or alpha <= 0:
         raise ValueError("c and alpha must be positive")
-    if y is None or not math.isfinite(y):
+    if y_init == y_target:
+        raise ValueError("y_init and y_target must differ")
+    if (y_min is None) != (y_max is None):
+        raise ValueError("give both y_min and y_max, or neither")
+    lo = min(y_init, y_target) if y_min is None else y_min
+    hi = max(y_init, y_target) if y_max is None else y_max
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        raise ValueError(f"progress bounds must be finite with y_min < y_max, got [{lo}, {hi}]")
+    value = parse_score(y)
+    if value is None:
         return fail
-    return c * normalized_progress(y, y_init, y_target) ** alpha
+    num = value - lo if y_target > y_init else hi - value
+    u = min(1.0, max(0.0, num / (hi - lo)))
+    return c * u**alpha

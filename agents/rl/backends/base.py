@@ -1,0 +1,129 @@
+"""The interface both backends implement, and the records that cross it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion, with the sampler's ids and log-probs (never re-tokenised).
+
+    Attributes:
+        prompt_ids: Prompt token ids (masked out of the loss).
+        token_ids: Generated ids, including the EOS token when one was produced.
+        logprobs: Sampler log-prob of each generated id after temperature scaling.
+        text: Decoded completion (special tokens skipped).
+        finished: Whether generation stopped on EOS (False: length limit).
+        adapter_version: Adapter version that sampled it.
+    """
+
+    prompt_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    text: str
+    finished: bool
+    adapter_version: int
+
+    def __post_init__(self) -> None:
+        """Check lengths and finiteness.
+
+        Raises:
+            ValueError: If ids and log-probs differ in length, or a log-prob is not finite.
+        """
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError("token_ids and logprobs differ in length")
+        if not np.all(np.isfinite(np.asarray(self.logprobs, dtype=np.float64))):
+            raise ValueError("sampler log-probs must be finite")
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (replay fixtures)."""
+        return {
+            "prompt_ids": list(self.prompt_ids),
+            "token_ids": list(self.token_ids),
+            "logprobs": list(self.logprobs),
+            "text": self.text,
+            "finished": self.finished,
+            "adapter_version": self.adapter_version,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Completion:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            KeyError: If a field is missing.
+            ValueError: If the record is inconsistent.
+        """
+        return cls(
+            prompt_ids=tuple(int(i) for i in d["prompt_ids"]),
+            token_ids=tuple(int(i) for i in d["token_ids"]),
+            logprobs=tuple(float(x) for x in d["logprobs"]),
+            text=str(d["text"]),
+            finished=bool(d["finished"]),
+            adapter_version=int(d["adapter_version"]),
+        )
+
+
+@dataclass
+class UpdateStats:
+    """What one update did (diagnostics columns filled by the backend)."""
+
+    loss: float
+    entropy: float
+    grad_norm: float
+    clip_frac: float
+    kl: float
+    logprob_gap: float
+    tokens: int
+    stepped: bool = True
+    skip_reason: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class PolicyBackend(ABC):
+    """Sample, score, update and version a LoRA policy."""
+
+    adapter_version: int
+
+    @abstractmethod
+    def sample(
+        self, prompts: Sequence[Sequence[int]], n: int, max_new_tokens: int, temperature: float, seed: int
+    ) -> list[list[Completion]]:
+        """Sample ``n`` completions per prompt from the current adapter.
+
+        Returns:
+            One list of ``n`` completions per prompt.
+        """
+
+    @abstractmethod
+    def score(self, completions: Sequence[Completion], temperature: float) -> list[np.ndarray]:
+        """Learner log-probs of each completion's tokens at ``temperature`` (no gradient)."""
+
+    @abstractmethod
+    def update(
+        self, completions: Sequence[Completion], advantages: Sequence[float], temperature: float
+    ) -> UpdateStats:
+        """One optimiser step on the batch with per-completion advantages (broadcast to tokens)."""
+
+    @abstractmethod
+    def export_adapter(self, path: Path) -> None:
+        """Write the current adapter as a PEFT directory."""
+
+    @abstractmethod
+    def load_adapter(self, path: Path, version: int) -> None:
+        """Replace the current adapter weights with those in ``path`` and set the version."""
+
+    @abstractmethod
+    def save_state(self, path: Path) -> None:
+        """Write adapter and optimiser state (for resumption) under ``path``."""
+
+    @abstractmethod
+    def load_state(self, path: Path, version: int) -> None:
+        """Restore what :meth:`save_state` wrote."""
