@@ -213,6 +213,13 @@ class Driver:
                 raise RuleBroken(f"rule 'timing': event time {event:.6g} s exceeds host time {host:.6g} s")
         return out, host, event
 
+    def _forward(self, model: Any) -> Callable[[Any], Any]:
+        def call(args: Any) -> Any:
+            with self.torch.no_grad():
+                return model(*args)
+
+        return call
+
     def serve(self, sock: Any, module: Any) -> None:
         """Answer requests until ``stop`` (or EOF)."""
         fn = getattr(module, self.p["entry"])
@@ -221,6 +228,18 @@ class Driver:
             header, arrays = recv(sock)
             if header.get("op") == "stop":
                 return
+            if header.get("op") == "init":  # KernelBench: build entry(*args) under a seed, then call it
+                try:
+                    self.torch.manual_seed(int(header["seed"]))
+                    model = getattr(module, self.p["entry"])(*decode_tree(header["args"], arrays, self.leaf))
+                    model = model.to(self.device)
+                    fn = self._forward(model)
+                except Exception as e:
+                    tb = traceback.format_exc()[-2000:]
+                    send(sock, {"type": "error", "message": f"{type(e).__name__}: {e}", "traceback": tb})
+                    continue
+                send(sock, {"type": "ready"})
+                continue
             args = decode_tree(header["args"], arrays, self.leaf)
             leaves = self.tensors(args)
             keep = [(x, x.clone()) for i, x in enumerate(leaves) if i not in mutable]

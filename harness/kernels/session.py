@@ -155,6 +155,27 @@ class KernelSession:
             raise CandidateError(f"{what}: malformed reply from the sandbox: {e}") from None
         raise AssertionError("unreachable")
 
+    def init(self, args: Any, seed: int) -> None:
+        """Construct the entry class with ``args`` under ``torch.manual_seed(seed)`` (KernelBench).
+
+        Raises:
+            CandidateError: The constructor raised.
+            CandidateTimeout: The evaluation's budget ran out.
+        """
+        import torch
+
+        assert self._sock is not None
+        arrays: dict[str, np.ndarray] = {}
+        tree = wire.encode_tree(args, torch, arrays)
+        try:
+            wire.send(self._sock, {"op": "init", "args": tree, "seed": seed}, arrays)
+        except OSError:
+            self._fail("constructing the model")
+        header, _ = self._recv(self.candidate.remaining() + 5.0, "constructing the model")
+        if header.get("type") != "ready":
+            msg = f"constructing the model: {header.get('message')}\n{header.get('traceback', '')}"
+            raise CandidateError(msg[-_REASON_CAP:])
+
     def call(self, args: Any, what: str) -> tuple[Any, CallTiming]:
         """Run the candidate on ``args`` (lists / dicts / tensors / numbers).
 
