@@ -125,6 +125,7 @@ class KernelBenchScorer(Scorer):
                 device=self.device.device,
                 l2_flush_bytes=int(self.params.get("l2_flush_bytes", 0)),
                 threads=int(self.params.get("threads", 1)),
+                ipc=bool(self.params.get("ipc", True)),
             )
 
         # The reference runs first, in its own sandboxed session, under the same protocol.

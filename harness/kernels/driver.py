@@ -83,12 +83,22 @@ def recv(
 _RAW16 = {"bfloat16": "int16"}
 
 
-def encode_tree(tree: Any, torch: Any, arrays: dict[str, np.ndarray]) -> Any:
-    """Nested lists / dicts / tensors / numbers -> JSON tree, tensors moved into ``arrays``."""
+def encode_tree(
+    tree: Any, torch: Any, arrays: dict[str, np.ndarray], ipc: Callable[[Any], bytes] | None = None
+) -> Any:
+    """Nested lists / dicts / tensors / numbers -> JSON tree, tensors moved into ``arrays``.
+
+    With ``ipc`` (trusted side, CUDA only), a CUDA tensor travels as the bytes ``ipc`` returns
+    (a pickled CUDA IPC handle of a transport copy) instead of its values.
+    """
     if isinstance(tree, (list, tuple)):
-        return [encode_tree(x, torch, arrays) for x in tree]
+        return [encode_tree(x, torch, arrays, ipc) for x in tree]
     if isinstance(tree, dict):
-        return {"__dict__": {str(k): encode_tree(v, torch, arrays) for k, v in tree.items()}}
+        return {"__dict__": {str(k): encode_tree(v, torch, arrays, ipc) for k, v in tree.items()}}
+    if ipc is not None and torch.is_tensor(tree) and tree.is_cuda:
+        name = f"a{len(arrays)}"
+        arrays[name] = np.frombuffer(ipc(tree), dtype=np.uint8)
+        return {"__tensor__": name, "dtype": "ipc:" + str(tree.dtype).replace("torch.", "")}
     if torch is not None and torch.is_tensor(tree):
         t = tree.detach().to("cpu").contiguous()
         dtype = str(t.dtype).replace("torch.", "")
@@ -160,7 +170,18 @@ class Driver:
             raise RuleBroken("rule 'threads': a Python thread is still running after the call")
 
     def leaf(self, arr: np.ndarray, dtype: str) -> Any:
-        """A fresh tensor on the evaluation's device from a received array."""
+        """A fresh tensor on the evaluation's device from a received array (or CUDA IPC handle)."""
+        if dtype.startswith("ipc:"):
+            import pickle
+
+            import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor reductions
+
+            shared = pickle.loads(arr.tobytes())  # written by the trusted scorer, not the candidate
+            # A private copy: the candidate never holds memory mapped from the scorer's process.
+            t = shared.clone()
+            self.torch.cuda.synchronize()
+            del shared
+            return t
         t = self.torch.from_numpy(np.array(arr, copy=True))
         if dtype in _RAW16:
             t = t.view(getattr(self.torch, dtype))

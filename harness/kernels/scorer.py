@@ -60,6 +60,7 @@ class KernelScorer(Scorer):
             l2_flush_bytes=int(self.params.get("l2_flush_bytes", 0)),
             mutable=self.mutable,
             threads=int(self.params.get("threads", 1)),
+            ipc=bool(self.params.get("ipc", True)),
         )
         with KernelSession(candidate, params, prefix=self.variant.family) as session:
             report = run_cases(

@@ -45,6 +45,8 @@ class DriverParams:
     """Indices (in input order) of input tensors the call may update in place (a KV cache)."""
     threads: int = 1
     """Torch intra-op threads."""
+    ipc: bool = True
+    """On CUDA, send inputs as CUDA IPC handles of transport copies instead of host arrays."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,8 @@ class KernelSession:
 
         assert self._sock is not None
         arrays: dict[str, np.ndarray] = {}
-        tree = wire.encode_tree(args, torch, arrays)
+        shared = _IpcTransport(torch) if self.params.ipc and self.params.device == "cuda" else None
+        tree = wire.encode_tree(args, torch, arrays, shared.handle if shared else None)
         t0 = time.perf_counter()
         try:
             wire.send(self._sock, {"op": "call", "args": tree}, arrays)
@@ -200,6 +203,8 @@ class KernelSession:
             self._fail(what)
         header, out_arrays = self._recv(self.candidate.remaining() + 5.0, what)
         round_trip = time.perf_counter() - t0
+        if shared is not None:
+            shared.release()  # the driver has copied them before running the candidate
         kind = header.get("type")
         if kind == "rule":
             raise CandidateInvalid(str(header.get("message"))[:_REASON_CAP])
@@ -253,3 +258,40 @@ def _to_numpy(arr: np.ndarray, dtype: str) -> TensorOut:
     if str(arr.dtype) != dtype:
         raise ValueError(f"array tagged {dtype} is {arr.dtype}")
     return TensorOut(arr, dtype)
+
+
+class _IpcTransport:
+    """Transport copies of one call's CUDA inputs, shared with the driver by CUDA IPC handle.
+
+    Written against the documented ``torch.multiprocessing`` CUDA sharing (pickled with its
+    ``ForkingPickler`` reductions; the producer keeps the tensor alive until the consumer is done)
+    and ``torch.cuda.MemPool`` / ``torch.cuda.use_mem_pool``: the copies live in their own pool,
+    so an IPC handle (which maps a whole allocator segment) exposes nothing but these inputs, never
+    a reference output or the checker's own tensors. The scorer keeps its originals untouched.
+    Untested here (no GPU); covered by ``gpu``-marked tests.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        from multiprocessing.reduction import ForkingPickler
+
+        import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor reductions
+
+        self.torch, self._dumps = torch, ForkingPickler.dumps
+        self.pool = torch.cuda.MemPool() if hasattr(torch.cuda, "MemPool") else None
+        self.keep: list[Any] = []
+
+    def handle(self, t: Any) -> bytes:
+        """Pickled IPC handle of a fresh copy of ``t`` (kept alive until :meth:`release`)."""
+        if self.pool is not None:
+            with self.torch.cuda.use_mem_pool(self.pool):
+                copy = t.detach().clone()
+        else:
+            copy = t.detach().clone()
+        self.torch.cuda.synchronize()
+        self.keep.append(copy)
+        return bytes(self._dumps(copy))
+
+    def release(self) -> None:
+        """Drop the transport copies (the driver cloned them before the candidate ran)."""
+        self.keep.clear()
+        self.pool = None

@@ -111,3 +111,37 @@ def test_cuda_timing_uses_events_within_the_host_bracket() -> None:
         assert out.device.type == "cuda"
     with pytest.raises(drv.RuleBroken, match="output"):
         d.check_output(torch.ones(1))  # a CPU tensor from a CUDA evaluation
+
+
+def test_outputs_tagged_as_ipc_handles_are_refused_by_the_trusted_side() -> None:
+    # The candidate's replies are decoded with _to_numpy: an IPC-tagged array is never unpickled.
+    with pytest.raises(ValueError):
+        _to_numpy(np.frombuffer(b"\x80\x04N.", dtype=np.uint8), "ipc:float32")
+
+
+_CHILD = """
+import sys, numpy as np, torch
+from harness.kernels import driver as drv
+d = drv.Driver(".", {"device": "cuda", "entry": "f"}, torch)
+t = d.leaf(np.frombuffer(sys.stdin.buffer.read(), dtype=np.uint8), "ipc:float32")
+t.add_(1.0)  # writes the driver's private copy only
+print(float(t.sum()))
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_inputs_travel_by_ipc_handle_into_a_private_copy() -> None:
+    import subprocess
+    import sys
+
+    from harness.kernels.session import _IpcTransport
+
+    if not torch.cuda.is_available():
+        pytest.fail("gpu-marked test needs a CUDA GPU")
+    x = torch.arange(1024, dtype=torch.float32, device="cuda")
+    shared = _IpcTransport(torch)
+    blob = shared.handle(x)
+    out = subprocess.run([sys.executable, "-c", _CHILD], input=blob, capture_output=True, check=True)
+    assert float(out.stdout) == pytest.approx(float(x.sum()) + 1024)
+    shared.release()
+    assert float(x.sum()) == pytest.approx(1023 * 1024 / 2)  # the scorer's original is untouched
