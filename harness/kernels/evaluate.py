@@ -55,10 +55,17 @@ class KernelReport:
     bench_means_us: dict[str, float]
     timed_calls: int
     cpu_timing: bool
+    round_trip_us: float = 0.0
+    """The same aggregate over the scorer's own round-trip times (transfer included): an upper
+    bound the in-sandbox times cannot exceed, reported so that under-reporting stands out."""
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics for the result record."""
-        m = {"score_us": self.score_us, "timed_calls": float(self.timed_calls)}
+        m = {
+            "score_us": self.score_us,
+            "timed_calls": float(self.timed_calls),
+            "round_trip_us": self.round_trip_us,
+        }
         m.update({f"{k}_us": v for k, v in self.bench_means_us.items()})
         return m
 
@@ -85,6 +92,8 @@ def run_cases(
     secret = secrets.randbits(62) if secret is None else secret
     calls = 0
 
+    trips: list[float] = []
+
     def one(case: Case, k: int, what: str) -> float:
         nonlocal calls
         args = task.inputs(case, call_seed(secret, case.seed, k))
@@ -94,23 +103,26 @@ def run_cases(
         except CandidateInvalid as e:
             raise CandidateInvalid(f"{what} {case.name}: {e}") from None
         calls += 1
+        trips.append(timing.round_trip)
         return timing.seconds
 
-    cpu = False
     for case in tests:
         one(case, 0, "test")
     means: dict[str, float] = {}
+    trip_means: list[float] = []
     timed = 0
     for case in benchmarks:
         for w in range(warmup):
             one(case, 1 + w, "warm-up")
         times: list[float] = []
+        del trips[:]
         while not stop.done(times):
             times.append(one(case, 1 + warmup + len(times), "benchmark"))
+        trip_means.append(statistics.fmean(trips) * 1e6)
         timed += len(times)
         means[case.name] = statistics.fmean(times) * 1e6
         if progress:
             progress(f"{case.name}: {means[case.name]:.1f} us over {len(times)} calls")
     cpu = session.params.device == "cpu"
     score = geomean_floored(list(means.values()), floor_us)
-    return KernelReport(score, means, timed, cpu)
+    return KernelReport(score, means, timed, cpu, geomean_floored(trip_means, floor_us))

@@ -117,3 +117,4 @@ def test_tiny_variant_scores_the_initial_program_in_the_sandbox() -> None:
     assert res.metrics["timing_cpu"] == 1.0 and res.metrics["gpu_override"] == 0.0
     assert res.metrics["timed_calls"] >= 6
     assert res.score == pytest.approx(res.metrics["score_us"])
+    assert res.metrics["round_trip_us"] >= res.metrics["score_us"]
