@@ -1,0 +1,151 @@
+"""KernelBench scorer: speedup of ``ModelNew`` over the eager reference ``Model``, timed live.
+
+Per evaluation: the static pre-filter (``static_checks``); the reference ``Model`` timed in its own
+sandboxed driver session; then the candidate's ``ModelNew`` (both built from ``get_init_inputs()``
+under the same seed, so parameters match when created in the same order). Every candidate call,
+correctness trial or timed, gets inputs from ``get_inputs()`` under a fresh seed derived from a
+secret, and its output is checked in this process against the reference model's
+(atol = rtol = 1e-2, KernelBench v0). Score = reference mean / candidate mean (maximise); ``fast_1``
+is 1 when the kernel is correct and faster than the reference.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+from pathlib import Path
+from typing import Any
+
+from harness.evaluation.errors import CandidateInvalid, InfraError
+from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
+from harness.kernels.device import DeviceChoice, choose_device
+from harness.kernels.session import DriverParams, KernelSession
+from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
+
+from .static_checks import static_check
+
+_INPUT_SEED = 42  # KernelBench's seed_num; mixed with the per-evaluation secret
+
+
+class _Reference:
+    """The candidate's runtime with the problem file as the program (to time ``Model`` alike)."""
+
+    def __init__(self, inner: CandidateRuntime, source: str) -> None:
+        self._inner, self._source = inner, source
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def workdir(self) -> Path:
+        return self._inner.workdir
+
+    def remaining(self) -> float:
+        return self._inner.remaining()
+
+    def run(self, argv: list[str], stdin: bytes = b"", **kw: Any) -> ExecResult:
+        return self._inner.run(argv, stdin, **kw)
+
+    def call(self, function: str, *args: Any, timeout: float | None = None) -> Any:
+        raise NotImplementedError
+
+    def transport_seconds(self, *args: Any, repeats: int = 5) -> float:
+        raise NotImplementedError
+
+
+class KernelBenchScorer(Scorer):
+    """See the module docstring; parameters in ``env.toml``."""
+
+    def prepare(self) -> None:
+        """Check the GPU, load the problem file (trusted code) and build the reference.
+
+        Raises:
+            InfraError: Wrong GPU (no override), or a missing or malformed problem file.
+        """
+        self.device: DeviceChoice = choose_device(self.variant.hardware.gpu)
+        path = self.variant.family_dir / str(self.params["problem"])
+        try:
+            self.problem_source = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise InfraError(f"KernelBench problem file {path} is missing: {e}") from e
+        ns: dict[str, Any] = {"__name__": "kernelbench_problem"}
+        exec(compile(self.problem_source, str(path), "exec"), ns)  # trusted, pinned problem code
+        for name in ("Model", "get_inputs", "get_init_inputs"):
+            if name not in ns:
+                raise InfraError(f"{path} does not define {name}")
+        self.ns = ns
+        self.init_inputs = list(ns["get_init_inputs"]())
+        self.stop = StopRule(**dict(self.params.get("stop", {})))
+
+    def _inputs(self, seed: int) -> list[Any]:
+        import torch
+
+        torch.manual_seed(seed)
+        return [x.to(self.device.device) if torch.is_tensor(x) else x for x in self.ns["get_inputs"]()]
+
+    def _time(self, session: KernelSession, secret: int, first: int, check: Any) -> list[float]:
+        """Warm-up calls, then timed calls until the stop rule; every output through ``check``."""
+        times: list[float] = []
+        k = first
+        for _ in range(int(self.params.get("warmup", 3))):
+            args = self._inputs(call_seed(secret, _INPUT_SEED, k))
+            check(args, session.call(args, "warm-up")[0], "warm-up")
+            k += 1
+        while not self.stop.done(times):
+            args = self._inputs(call_seed(secret, _INPUT_SEED, k))
+            out, timing = session.call(args, "timed call")
+            check(args, out, f"timed call {len(times)}")
+            times.append(timing.seconds)
+            k += 1
+        return times
+
+    def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
+        """Static checks, reference timing, candidate correctness and timing (see module docstring)."""
+        import torch
+
+        static_check(candidate.source, str(self.params.get("backend", "")))
+        secret = secrets.randbits(62)
+        seed = int(self.params.get("init_seed", 42))
+        torch.manual_seed(seed)
+        ref = self.ns["Model"](*self.init_inputs).to(self.device.device).eval()
+        rtol, atol = float(self.params["rtol"]), float(self.params["atol"])
+
+        def check(args: list[Any], out: Any, what: str) -> None:
+            with torch.no_grad():
+                want = TensorOut.of(ref(*args))
+            try:
+                compare("output", out, want, rtol, atol)
+            except CandidateInvalid as e:
+                raise CandidateInvalid(f"{what}: {e}") from None
+
+        def params(entry: str) -> DriverParams:
+            return DriverParams(
+                entry=entry,
+                device=self.device.device,
+                l2_flush_bytes=int(self.params.get("l2_flush_bytes", 0)),
+                threads=int(self.params.get("threads", 1)),
+                ipc=bool(self.params.get("ipc", True)),
+            )
+
+        # The reference runs first, in its own sandboxed session, under the same protocol.
+        with KernelSession(_Reference(candidate, self.problem_source), params("Model"), "kbref") as s:  # type: ignore[arg-type]
+            s.init(self.init_inputs, seed)
+            ref_times = self._time(s, secrets.randbits(62), 0, lambda *a: None)
+        with KernelSession(candidate, params("ModelNew"), "kernelbench") as s:
+            s.init(self.init_inputs, seed)
+            for k in range(int(self.params.get("correct_trials", 5))):
+                args = self._inputs(call_seed(secret, _INPUT_SEED, k))
+                check(args, s.call(args, f"correctness trial {k}")[0], f"correctness trial {k}")
+            times = self._time(s, secret, 1000, check)
+        ref_us, kern_us = statistics.fmean(ref_times) * 1e6, statistics.fmean(times) * 1e6
+        speedup = ref_us / max(kern_us, float(self.params.get("floor_us", 1.0)))
+        metrics = {
+            "speedup": speedup,
+            "fast_1": float(speedup > 1.0),
+            "ref_us": ref_us,
+            "kernel_us": kern_us,
+            "timed_calls": float(len(times)),
+        }
+        metrics.update(self.device.metrics())
+        return ScoreOutcome(score=speedup, metrics=metrics)

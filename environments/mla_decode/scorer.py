@@ -1,0 +1,92 @@
+"""MLA-Decode scorer: DeepSeek-V3 shapes, upstream cases and seeds, output and updated cache checked.
+
+Protocol in ``harness.kernels``. The candidate receives copies of all five weights through the
+wire; the checker's weights (W_o included) never leave this process, so mutating them cannot move
+the reference. The KV cache is the one input the call may update in place; the returned cache is
+compared with the reference's (rtol = 2e-2, atol = 8e-3, as upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError
+
+from harness.evaluation.errors import InfraError
+from harness.kernels.checks import TensorOut, compare
+from harness.kernels.evaluate import Case, KernelTask
+from harness.kernels.scorer import KernelScorer
+
+from .reference import WEIGHT_KEYS, MLAConfig, generate, mla_decode
+
+# Position of the KV cache among the flattened input tensors: the five weights, x, then the cache.
+CACHE_INDEX = len(WEIGHT_KEYS) + 1
+
+
+class MLACase(BaseModel):
+    """One case: how many cache rows are filled before the decoded token, and its seed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefill: StrictInt
+    seed: StrictInt
+
+
+class MLATask:
+    """Inputs and check of one decode call."""
+
+    def __init__(self, cfg: MLAConfig, device: str, rtol: float, atol: float) -> None:
+        """Bind the shapes, device and tolerances."""
+        self.cfg, self.device, self.rtol, self.atol = cfg, device, rtol, atol
+
+    def inputs(self, case: Case, seed: int) -> Any:
+        """``[config, x, kv_cache]`` from ``seed``."""
+        return generate(self.cfg, int(case.spec["prefill"]), seed, self.device)
+
+    def check(self, case: Case, args: Any, out: Any) -> None:
+        """Output and updated cache against the reference (raises ``CandidateInvalid``)."""
+        from harness.evaluation.errors import CandidateInvalid
+
+        config, x, kv = args
+        want_out, want_cache = mla_decode(config, x, kv)
+        if not isinstance(out, list) or len(out) != 2:
+            raise CandidateInvalid("rule 'output': expected (output, kv_cache) from custom_kernel")
+        compare("output", out[0], TensorOut.of(want_out), self.rtol, self.atol)
+        compare("kv_cache", out[1], TensorOut.of(want_cache), self.rtol, self.atol)
+
+
+def _cases(raw: Any, kind: str, cfg: MLAConfig) -> list[Case]:
+    if not isinstance(raw, list) or not raw:
+        raise InfraError(f"[scorer] {kind} must be a non-empty list of cases")
+    out = []
+    for i, spec in enumerate(raw):
+        try:
+            c = MLACase(**spec)
+        except (TypeError, ValidationError) as e:
+            raise InfraError(f"[scorer] {kind}[{i}] is not a valid MLA case: {e}") from e
+        if not 0 <= c.prefill < cfg.max_seq_len:
+            raise InfraError(f"[scorer] {kind}[{i}]: prefill {c.prefill} outside [0, {cfg.max_seq_len})")
+        out.append(Case(f"{kind[:-1]}{i}_prefill{c.prefill}", c.seed, c.model_dump()))
+    return out
+
+
+class MLAScorer(KernelScorer):
+    """See the module docstring; parameters in ``env.toml``."""
+
+    mutable = (CACHE_INDEX,)
+
+    def cases(self) -> tuple[Sequence[Case], Sequence[Case]]:
+        """Tests and benchmarks from the manifest."""
+        try:
+            self.cfg = MLAConfig(**dict(self.params.get("model", {})))
+        except (TypeError, ValidationError) as e:
+            raise InfraError(f"[scorer] model is not a valid MLA config: {e}") from e
+        return (
+            _cases(self.params.get("tests"), "tests", self.cfg),
+            _cases(self.params.get("benchmarks"), "benchmarks", self.cfg),
+        )
+
+    def task(self) -> KernelTask:
+        """MLA decode on the chosen device."""
+        return MLATask(self.cfg, self.device.device, float(self.params["rtol"]), float(self.params["atol"]))

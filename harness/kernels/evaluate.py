@@ -1,0 +1,128 @@
+"""The shared evaluation loop of kernel families: correctness cases, then timed benchmarks.
+
+Ranked mode is the only mode: every call (warm-up, test or timed) gets inputs freshly generated
+from a seed derived from a secret drawn per evaluation and the case's seed, and every output is
+checked against the reference computed here, in the trusted process. Caching keyed on pointers,
+shapes or contents therefore returns stale outputs and fails.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.evaluation.errors import CandidateInvalid
+
+from .checks import StopRule, call_seed, geomean_floored
+from .session import KernelSession
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test or benchmark case."""
+
+    name: str
+    seed: int
+    spec: dict[str, Any] = field(default_factory=dict)
+    """Family-specific shape parameters (validated by the family)."""
+
+
+class KernelTask(Protocol):
+    """What a family supplies: inputs, reference and the output check."""
+
+    def inputs(self, case: Case, seed: int) -> Any:
+        """The call's arguments for ``case``, generated from ``seed`` (trusted side)."""
+        ...
+
+    def check(self, case: Case, args: Any, out: Any) -> None:
+        """Compute the reference for ``args`` and compare ``out``.
+
+        Raises:
+            CandidateInvalid: The output is wrong.
+        """
+        ...
+
+
+@dataclass
+class KernelReport:
+    """Outcome of one evaluation."""
+
+    score_us: float
+    """Geometric mean (floored) of the per-benchmark mean times, in microseconds."""
+    bench_means_us: dict[str, float]
+    timed_calls: int
+    cpu_timing: bool
+    round_trip_us: float = 0.0
+    """The same aggregate over the scorer's own round-trip times (transfer included): an upper
+    bound the in-sandbox times cannot exceed, reported so that under-reporting stands out."""
+
+    def metrics(self) -> dict[str, float]:
+        """Flat metrics for the result record."""
+        m = {
+            "score_us": self.score_us,
+            "timed_calls": float(self.timed_calls),
+            "round_trip_us": self.round_trip_us,
+        }
+        m.update({f"{k}_us": v for k, v in self.bench_means_us.items()})
+        return m
+
+
+def run_cases(
+    session: KernelSession,
+    task: KernelTask,
+    tests: Sequence[Case],
+    benchmarks: Sequence[Case],
+    stop: StopRule,
+    *,
+    warmup: int = 1,
+    floor_us: float = 1.0,
+    secret: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> KernelReport:
+    """Check every test case, then time every benchmark case until ``stop`` says enough.
+
+    Raises:
+        CandidateInvalid: A wrong output or a broken rule (the message names the case).
+        CandidateError: The candidate raised.
+        CandidateTimeout: The evaluation's budget ran out.
+    """
+    secret = secrets.randbits(62) if secret is None else secret
+    calls = 0
+
+    trips: list[float] = []
+
+    def one(case: Case, k: int, what: str) -> float:
+        nonlocal calls
+        args = task.inputs(case, call_seed(secret, case.seed, k))
+        out, timing = session.call(args, f"{what} {case.name}")
+        try:
+            task.check(case, args, out)
+        except CandidateInvalid as e:
+            raise CandidateInvalid(f"{what} {case.name}: {e}") from None
+        calls += 1
+        trips.append(timing.round_trip)
+        return timing.seconds
+
+    for case in tests:
+        one(case, 0, "test")
+    means: dict[str, float] = {}
+    trip_means: list[float] = []
+    timed = 0
+    for case in benchmarks:
+        for w in range(warmup):
+            one(case, 1 + w, "warm-up")
+        times: list[float] = []
+        del trips[:]
+        while not stop.done(times):
+            times.append(one(case, 1 + warmup + len(times), "benchmark"))
+        trip_means.append(statistics.fmean(trips) * 1e6)
+        timed += len(times)
+        means[case.name] = statistics.fmean(times) * 1e6
+        if progress:
+            progress(f"{case.name}: {means[case.name]:.1f} us over {len(times)} calls")
+    cpu = session.params.device == "cpu"
+    score = geomean_floored(list(means.values()), floor_us)
+    return KernelReport(score, means, timed, cpu, geomean_floored(trip_means, floor_us))

@@ -1,0 +1,77 @@
+"""Base scorer of kernel families: device check, driver session, ranked loop, metrics."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from harness.evaluation.errors import InfraError
+from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
+
+from .checks import StopRule
+from .device import DeviceChoice, choose_device
+from .evaluate import Case, KernelTask, run_cases
+from .session import DriverParams, KernelSession
+
+
+class KernelScorer(Scorer):
+    """Scores ``entry(data)`` kernels by the geometric mean of benchmark means (microseconds).
+
+    Scorer parameters read here: ``stop`` (``StopRule`` fields), ``warmup``, ``floor_us``,
+    ``l2_flush_bytes``, ``threads``. The variant's ``hardware.gpu`` names the GPU required; a CPU
+    variant (empty) times with ``perf_counter`` and says so in ``timing_cpu``.
+    """
+
+    entry = "custom_kernel"
+    mutable: tuple[int, ...] = ()
+
+    def prepare(self) -> None:
+        """Check the machine's GPU (fail fast) and build the cases.
+
+        Raises:
+            InfraError: The variant's GPU is not here (and no override was given), or the
+                manifest's parameters are malformed.
+        """
+        self.device: DeviceChoice = choose_device(self.variant.hardware.gpu)
+        try:
+            self.stop = StopRule(**dict(self.params.get("stop", {})))
+        except TypeError as e:
+            raise InfraError(f"bad [scorer] stop parameters: {e}") from e
+        self.tests, self.benchmarks = self.cases()
+
+    @abstractmethod
+    def cases(self) -> tuple[Sequence[Case], Sequence[Case]]:
+        """The test and benchmark cases of the variant (validated).
+
+        Raises:
+            InfraError: The manifest's cases are malformed.
+        """
+
+    @abstractmethod
+    def task(self) -> KernelTask:
+        """Input generation and output check on ``self.device.device``."""
+
+    def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
+        """Run the ranked loop in a driver session (see ``harness.kernels.evaluate``)."""
+        params = DriverParams(
+            entry=self.entry,
+            device=self.device.device,
+            l2_flush_bytes=int(self.params.get("l2_flush_bytes", 0)),
+            mutable=self.mutable,
+            threads=int(self.params.get("threads", 1)),
+            ipc=bool(self.params.get("ipc", True)),
+        )
+        with KernelSession(candidate, params, prefix=self.variant.family) as session:
+            report = run_cases(
+                session,
+                self.task(),
+                self.tests,
+                self.benchmarks,
+                self.stop,
+                warmup=int(self.params.get("warmup", 1)),
+                floor_us=float(self.params.get("floor_us", 1.0)),
+            )
+        metrics: dict[str, Any] = report.metrics()
+        metrics.update(self.device.metrics())
+        return ScoreOutcome(score=report.score_us, metrics=metrics)
