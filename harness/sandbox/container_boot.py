@@ -12,7 +12,12 @@ the harness modules ``prefork`` needs are loaded here.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""Thread-count variables of the candidate environment, set before numpy / torch load."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     preforked = None
     if args.zygote:
-        from .isolation import UNPRIVILEGED_UID_BASE
+        from .isolation import UNPRIVILEGED_UID_BASE, candidate_env  # no numpy yet
+
+        # Before numpy loads: OpenBLAS starts its thread pool on import, and a process with more
+        # than one thread is not forked (prefork.fork_zygote checks).
+        cpus = float(json.loads(args.zygote).get("hardware", {}).get("cpus", 1.0))
+        threads = candidate_env(cpus)
+        for var in THREAD_VARS:
+            os.environ[var] = threads[var]
         from .prefork import PreforkedZygote, ZygoteSpec, fork_zygote
 
         child = fork_zygote(ZygoteSpec.from_json(args.zygote), UNPRIVILEGED_UID_BASE + args.slot)

@@ -49,7 +49,14 @@ class _Container:
     """One running evaluation container and the socket to its trusted server."""
 
     def __init__(
-        self, client: Any, variant: Variant, slot: int, backend_id: str, prewarm: bool, one_shot: bool = False
+        self,
+        client: Any,
+        variant: Variant,
+        slot: int,
+        backend_id: str,
+        prewarm: bool,
+        one_shot: bool = False,
+        cgroup_parent: str | None = None,
     ) -> None:
         from docker.errors import DockerException, ImageNotFound
         from docker.types import DeviceRequest
@@ -105,6 +112,7 @@ class _Container:
                 labels={LABEL: "1", f"{LABEL}.backend": backend_id},
                 device_requests=devices,
                 environment={"PYTHONHASHSEED": "0"},
+                cgroup_parent=cgroup_parent,
             )
         except ImageNotFound as e:
             shutil.rmtree(self.sockdir, ignore_errors=True)
@@ -177,6 +185,7 @@ class DockerBackend(Sandbox):
         *,
         infra_retries: int = 2,
         prewarm: tuple[str, ...] = (),
+        cgroup_parent: str | None = None,
     ) -> None:
         """Connect to the daemon lazily; containers start on first use.
 
@@ -185,11 +194,13 @@ class DockerBackend(Sandbox):
             mode: ``warm`` (long-lived container per worker) or ``cold`` (container per evaluation).
             infra_retries: Extra attempts after an infra error (backoff 0.5 s, 1 s, ...).
             prewarm: Variant ids whose containers pre-import and pre-start their zygote.
+            cgroup_parent: Parent cgroup of the containers (e.g. to account their CPU time).
         """
         self.workers = workers or os.cpu_count() or 1
         self.mode: Mode = mode
         self.infra_retries = infra_retries
         self.prewarm = prewarm
+        self.cgroup_parent = cgroup_parent
         self.id = uuid.uuid4().hex[:12]
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="docker-eval")
         self._slots: queue.Queue[int] = queue.Queue()
@@ -256,7 +267,15 @@ class DockerBackend(Sandbox):
         if c is None:
             # A cold container serves one job: pre-starting its zygote overlaps the two torch imports.
             prewarm = (not warm) or variant.id in self.prewarm
-            c = _Container(self._docker(), variant, slot, self.id, prewarm=prewarm, one_shot=not warm)
+            c = _Container(
+                self._docker(),
+                variant,
+                slot,
+                self.id,
+                prewarm=prewarm,
+                one_shot=not warm,
+                cgroup_parent=self.cgroup_parent,
+            )
             with self._lock:
                 self._live.add(c)
                 if warm:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import resource
 import signal
@@ -34,6 +35,7 @@ from harness.envs.manifest import Hardware
 from .isolation import SANDBOX_WORKDIR, candidate_env, detect_isolation, preexec, rlimits, zygote_policy
 from .process import CandidateConnection, CappedReader, Zygote, _await_ready, kill_candidate_uid
 
+log = logging.getLogger(__name__)
 _PR_SET_NO_NEW_PRIVS = 38
 _CAP_VERSION_3 = 0x20080522
 _MEMORY_LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_RSS")
@@ -89,18 +91,19 @@ def zygote_limits(hw: Hardware) -> dict[str, int]:
 def fork_zygote(spec: ZygoteSpec, uid: int) -> ForkedChild | None:
     """Import the preload modules, then fork the zygote (call before anything secret is loaded).
 
+    The candidate's thread-count variables (``candidate_env``) must be in the environment before
+    numpy is first imported (``container_boot`` does that): OpenBLAS starts its threads on import.
+
     Returns None (and forks nothing) where the isolation level is not ``container`` or the process
     is not single-threaded; the caller then starts the zygote the ordinary way.
     """
     if detect_isolation().level != "container":
         return None
-    # The candidate's thread counts, read by numpy / torch when they load (as in an exec'd zygote).
-    threads = candidate_env(spec.hardware.cpus)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = threads[var]
     for name in spec.preload:
         __import__(name)
-    if len(os.listdir("/proc/self/task")) != 1:  # a lock held by another thread would be forked held
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:  # a lock held by another thread would be forked held
+        log.warning("not forking the zygote: %d threads (set the *_NUM_THREADS variables first)", threads)
         return None
     parent, child = socket.socketpair()
     err_r, err_w = os.pipe()
