@@ -5,7 +5,9 @@ zygote both need numpy and torch. Started as two interpreters, a cold (per-evalu
 imports torch twice on its CPU share. Instead ``container_boot`` imports only the standard library,
 this module's harness dependencies and the variant's preload modules, forks the zygote from that
 state, and only then (in the parent) loads the registry, the scorer and its data. The process that
-forks holds nothing a candidate may not see: no manifest, scorer parameters, data or keys.
+forks holds nothing a candidate may not see: no manifest, scorer parameters, data or keys (its
+command line, a hardware spec and a socket path, and the container environment set by the image
+and the backend, stay readable in the child's memory; neither carries a secret).
 
 Before serving, the forked child gives up everything the exec path (``setpriv`` in
 ``isolation.sandbox_command``) gives up: it starts a new session, closes every inherited file
