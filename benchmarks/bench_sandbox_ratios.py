@@ -11,6 +11,11 @@ for Docker also the containers' cgroup and the daemons) do not depend on what el
 machine; wall-clock ratios do, so the 1-minute load average is printed next to them.
 
 Run: python benchmarks/bench_sandbox_ratios.py [--n 60] [--rounds 3] [--cold 5] [--skip-docker]
+
+On a busy shared machine, wall-clock ratios of the local part mostly measure the other work; as
+root, ``chrt -f 1 python benchmarks/bench_sandbox_ratios.py --skip-docker`` runs this process tree
+ahead of ordinary tasks (the kernel's real-time throttling still leaves them 5 %), which comes close
+to a quiet machine. Containers are started by the daemon and do not inherit that priority.
 """
 
 from __future__ import annotations
