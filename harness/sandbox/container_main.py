@@ -19,17 +19,26 @@ import threading
 from typing import Any
 
 from . import stdio_wire, wire
+from .prefork import PreforkedZygote
 from .worker import EvalJob, WorkerState, evaluate
 
 
-def _prewarm(state: WorkerState, prewarm: list[str]) -> None:
+def _prewarm(state: WorkerState, prewarm: list[str], preforked: PreforkedZygote | None = None) -> None:
+    """Start each prewarmed variant's zygote and scorer; adopt ``preforked`` where it matches."""
     for env_id in prewarm:
         v = state.registry(None).get(env_id)
+        if preforked is not None and preforked.matches(v.hardware, v.preload, state.uid):
+            state.adopt_zygote(v, preforked)
+            start, preforked = preforked.wait_ready, None
+        else:
+            start = state.zygote(v).start
         # The zygote's imports (another process) overlap the scorer's own imports and data loading.
-        starter = threading.Thread(target=state.zygote(v).start, daemon=True)
+        starter = threading.Thread(target=start, daemon=True)
         starter.start()
         state.scorer(v)
         starter.join()
+    if preforked is not None:
+        preforked.stop()
 
 
 def _job(req: Any) -> EvalJob | None:
@@ -67,10 +76,14 @@ def serve_stdio(slot: int, prewarm: list[str], backend: str = "modal") -> None:
         state.close()
 
 
-def serve(sock_path: str, slot: int, prewarm: list[str]) -> None:
-    """Accept one host connection and answer jobs until it closes."""
+def serve(sock_path: str, slot: int, prewarm: list[str], preforked: PreforkedZygote | None = None) -> None:
+    """Accept one host connection and answer jobs until it closes.
+
+    ``preforked``: a zygote ``container_boot`` forked before anything secret was loaded; used for
+    the first prewarmed variant whose hardware and preload it matches, else stopped.
+    """
     state = WorkerState(slot)
-    _prewarm(state, prewarm)
+    _prewarm(state, prewarm, preforked)
     if os.path.exists(sock_path):
         os.unlink(sock_path)
     old = os.umask(0o177)  # the socket is root's alone: candidates (another uid) cannot connect

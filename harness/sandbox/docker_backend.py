@@ -30,6 +30,7 @@ from harness.images.naming import env_image_tag
 
 from . import wire
 from .base import Sandbox
+from .prefork import ZygoteSpec
 from .worker import Mode
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,16 @@ class DockerInfraError(RuntimeError):
 class _Container:
     """One running evaluation container and the socket to its trusted server."""
 
-    def __init__(self, client: Any, variant: Variant, slot: int, backend_id: str, prewarm: bool) -> None:
+    def __init__(
+        self,
+        client: Any,
+        variant: Variant,
+        slot: int,
+        backend_id: str,
+        prewarm: bool,
+        one_shot: bool = False,
+        cgroup_parent: str | None = None,
+    ) -> None:
         from docker.errors import DockerException, ImageNotFound
         from docker.types import DeviceRequest
 
@@ -56,17 +66,23 @@ class _Container:
         os.chmod(self.sockdir, 0o700)
         image = env_image_tag(variant)
         hw = variant.hardware
+        # -P: the working directory (/sandbox, writable by candidates) must never be on the
+        # trusted server's import path.
         cmd = [
             "python",
+            "-P",
             "-m",
-            "harness.sandbox.container_main",
+            "harness.sandbox.container_boot",
             "--socket",
             f"{SOCKET_DIR}/w.sock",
             "--slot",
             str(slot),
         ]
         if prewarm:
-            cmd += ["--prewarm", variant.id]
+            # The server forks the zygote after importing torch once (see prefork); a one-shot
+            # (cold) container's zygote serves one candidate, so huge pages would not pay off.
+            spec = ZygoteSpec(hw, variant.preload, collapse=not one_shot)
+            cmd += ["--prewarm", variant.id, "--zygote", spec.to_json()]
         devices = [DeviceRequest(count=hw.gpu_count, capabilities=[["gpu"]])] if hw.gpu_count else None
         try:
             client.images.get(image)  # never let `run` try to pull: images are built, not fetched
@@ -96,6 +112,7 @@ class _Container:
                 labels={LABEL: "1", f"{LABEL}.backend": backend_id},
                 device_requests=devices,
                 environment={"PYTHONHASHSEED": "0"},
+                cgroup_parent=cgroup_parent,
             )
         except ImageNotFound as e:
             shutil.rmtree(self.sockdir, ignore_errors=True)
@@ -110,6 +127,7 @@ class _Container:
     def _connect(self) -> socket.socket:
         path = os.path.join(self.sockdir, "w.sock")
         deadline = time.monotonic() + START_TIMEOUT_S
+        next_check = time.monotonic() + 0.5
         while time.monotonic() < deadline:
             if os.path.exists(path):
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -118,12 +136,16 @@ class _Container:
                     return s
                 except OSError:
                     s.close()
-            self.container.reload()
-            if self.container.status in ("exited", "dead"):
-                logs = self.container.logs(tail=30).decode(errors="replace")
-                self.remove()
-                raise DockerInfraError(f"evaluation container exited before it was ready:\n{logs}")
-            time.sleep(0.05)
+            # The socket appears within ~10 ms; asking the daemon (an API round trip) is slower,
+            # so whether the container died is checked twice a second only.
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + 0.5
+                self.container.reload()
+                if self.container.status in ("exited", "dead"):
+                    logs = self.container.logs(tail=30).decode(errors="replace")
+                    self.remove()
+                    raise DockerInfraError(f"evaluation container exited before it was ready:\n{logs}")
+            time.sleep(0.01)
         self.remove()
         raise DockerInfraError("evaluation container did not become ready in time")
 
@@ -163,6 +185,7 @@ class DockerBackend(Sandbox):
         *,
         infra_retries: int = 2,
         prewarm: tuple[str, ...] = (),
+        cgroup_parent: str | None = None,
     ) -> None:
         """Connect to the daemon lazily; containers start on first use.
 
@@ -171,11 +194,13 @@ class DockerBackend(Sandbox):
             mode: ``warm`` (long-lived container per worker) or ``cold`` (container per evaluation).
             infra_retries: Extra attempts after an infra error (backoff 0.5 s, 1 s, ...).
             prewarm: Variant ids whose containers pre-import and pre-start their zygote.
+            cgroup_parent: Parent cgroup of the containers (e.g. to account their CPU time).
         """
         self.workers = workers or os.cpu_count() or 1
         self.mode: Mode = mode
         self.infra_retries = infra_retries
         self.prewarm = prewarm
+        self.cgroup_parent = cgroup_parent
         self.id = uuid.uuid4().hex[:12]
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="docker-eval")
         self._slots: queue.Queue[int] = queue.Queue()
@@ -242,7 +267,15 @@ class DockerBackend(Sandbox):
         if c is None:
             # A cold container serves one job: pre-starting its zygote overlaps the two torch imports.
             prewarm = (not warm) or variant.id in self.prewarm
-            c = _Container(self._docker(), variant, slot, self.id, prewarm=prewarm)
+            c = _Container(
+                self._docker(),
+                variant,
+                slot,
+                self.id,
+                prewarm=prewarm,
+                one_shot=not warm,
+                cgroup_parent=self.cgroup_parent,
+            )
             with self._lock:
                 self._live.add(c)
                 if warm:

@@ -13,6 +13,7 @@ secret, the candidate may read it.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib.util
 import os
 import resource
@@ -153,6 +154,42 @@ def _set_nondumpable() -> None:
         pass
 
 
+_HUGE = 2 << 20
+_MADV_COLLAPSE = 25  # synchronous, independent of the THP sysfs mode (unless 'never')
+
+
+def _collapse_to_huge_pages() -> int:
+    """Back the zygote's anonymous memory (heap, interpreter arenas) with 2 MiB pages; returns how many.
+
+    After importing torch the zygote holds ~150 MB of anonymous memory. ``fork`` copies one page
+    table entry per 4 KiB page and every child's exit tears them down again: ~10 ms of kernel time
+    per candidate. With transparent huge pages that is one entry per 2 MiB. ``MADV_COLLAPSE``
+    (Linux 6.1+) converts the existing pages in place (a child's copy-on-write still copies 4 KiB,
+    and memory the child allocates later keeps the system's THP policy); where it is unavailable
+    nothing changes.
+    """
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        with open("/proc/self/maps", encoding="ascii") as f:
+            maps = f.read().splitlines()
+    except (OSError, AttributeError):
+        return 0
+    done = 0
+    for line in maps:
+        fields = line.split()
+        path = fields[5] if len(fields) > 5 else ""
+        if not fields[1].startswith("rw") or path not in ("", "[heap]"):
+            continue
+        lo, hi = (int(x, 16) for x in fields[0].split("-"))
+        lo, hi = (lo + _HUGE - 1) & ~(_HUGE - 1), hi & ~(_HUGE - 1)
+        if hi - lo < _HUGE:
+            continue
+        if madvise(lo, hi - lo, _MADV_COLLAPSE) == 0:
+            done += (hi - lo) // _HUGE
+    return done
+
+
 def _wipe(path: str, dev: int | None = None) -> None:
     """Delete everything under ``path`` that lives on its file system (never descend into mounts)."""
     try:
@@ -215,11 +252,14 @@ def _reap_children() -> None:
             return
 
 
-def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: str) -> None:
+def zygote(
+    ctrl: socket.socket, preload: list[str], scratch: list[str], reap: str, *, collapse: bool = True
+) -> None:
     """Pre-import modules, then fork one fresh child per ``spawn`` request.
 
     Each child works in a fresh directory under the zygote's cwd; after each candidate the zygote
-    kills leftovers (see :func:`_kill_others`) and wipes the ``scratch`` directories.
+    kills leftovers (see :func:`_kill_others`) and wipes the ``scratch`` directories. ``collapse``
+    moves the zygote's memory to huge pages first (pays off from the second candidate on).
     """
     root = os.getcwd()
     children: list[int] = []
@@ -229,6 +269,12 @@ def zygote(ctrl: socket.socket, preload: list[str], scratch: list[str], reap: st
         if name:
             importlib.import_module(name)
     _set_nondumpable()
+    # Move every pre-imported object out of the collector's reach: collections in the zygote or a
+    # child would otherwise touch (and copy-on-write) every page holding a torch object.
+    gc.collect()
+    gc.freeze()
+    if collapse:
+        _collapse_to_huge_pages()
     counter = 0
     wire.send_message(ctrl, {"type": "ready", "pid": os.getpid()})
     while True:

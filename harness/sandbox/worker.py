@@ -85,6 +85,17 @@ class WorkerState:
             self._zygotes[key] = Zygote(hw, self.uid, variant.preload, hw.output_kb * 1024)
         return self._zygotes[key]
 
+    def adopt_zygote(self, variant: Variant, zygote: Zygote) -> None:
+        """Use an already started zygote for the variant's hardware spec (before its first use).
+
+        Raises:
+            ValueError: If the worker already has a zygote for that spec.
+        """
+        key = (variant.hardware, variant.preload)
+        if key in self._zygotes:
+            raise ValueError(f"a zygote for {variant.id}'s hardware already exists")
+        self._zygotes[key] = zygote
+
     def close(self) -> None:
         """Stop every zygote."""
         for z in self._zygotes.values():

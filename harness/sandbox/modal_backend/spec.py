@@ -47,7 +47,8 @@ def sandbox_spec(
     """The ``Sandbox.create`` arguments for one worker slot (warm) or one evaluation (cold)."""
     per_eval = math.ceil(variant.timeout_s) + 60
     lifetime = START_ALLOWANCE_S + (per_eval * WARM_EVALUATIONS if warm else per_eval)
-    server = ("python", "-m", "harness.sandbox.container_main", "--stdio")
+    # -P: never import from the working directory (/sandbox), which candidates can write to.
+    server = ("python", "-P", "-m", "harness.sandbox.container_main", "--stdio")
     command: tuple[str, ...] = (*server, "--slot", str(slot), "--prewarm", variant.id)
     tags = {TAG: "1", f"{TAG}.backend": backend_id, f"{TAG}.variant": variant.id}
     if run_id:

@@ -20,7 +20,10 @@ pytestmark = pytest.mark.docker
 def docker_backend() -> Iterator[DockerBackend]:
     client = docker_client_or_skip()
     require_image(client, default_registry().get(ENV_ID))
-    backend = DockerBackend(workers=2, mode="warm")
+    # Prewarmed: each container forks its zygote after importing once (prefork, as cold containers
+    # do); after an anomaly it is restarted the ordinary way (exec). Fresh backends from
+    # make_backend below start their zygotes the ordinary way from the start.
+    backend = DockerBackend(workers=2, mode="warm", prewarm=(ENV_ID,))
     yield backend
     backend.close()
     assert backend.containers() == []
