@@ -14,23 +14,19 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import shutil
 import socket
 import tempfile
-import threading
 import time
-import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from harness.envs.registry import Variant
-from harness.evaluation.result import EvalResult, Status, program_sha256
+from harness.evaluation.result import EvalResult
 from harness.images.naming import env_image_tag
 
 from . import wire
-from .base import Sandbox
 from .prefork import ZygoteSpec
+from .remote_pool import RemotePoolBackend
 from .worker import Mode
 
 log = logging.getLogger(__name__)
@@ -38,7 +34,6 @@ SOCKET_DIR = "/run/evobench"
 LABEL = "evobench"
 START_TIMEOUT_S = 120.0
 TRUSTED_OVERHEAD_MB = 1536  # the in-container scorer process with torch imported
-GRACE_S = 15.0
 
 
 class DockerInfraError(RuntimeError):
@@ -143,24 +138,32 @@ class _Container:
                 self.container.reload()
                 if self.container.status in ("exited", "dead"):
                     logs = self.container.logs(tail=30).decode(errors="replace")
-                    self.remove()
+                    self.close()
                     raise DockerInfraError(f"evaluation container exited before it was ready:\n{logs}")
             time.sleep(0.01)
-        self.remove()
+        self.close()
         raise DockerInfraError("evaluation container did not become ready in time")
 
-    def evaluate(self, source: str, mode: Mode) -> EvalResult:
-        """Send one job and wait for its result (the variant's timeout plus a grace period)."""
-        self.sock.settimeout(self.variant.timeout_s + GRACE_S)
+    def evaluate(self, source: str, timeout_s: float) -> EvalResult:
+        """Send one job and wait up to ``timeout_s`` for its result.
+
+        Inside the container candidates always fork from the container's own fresh zygote;
+        "cold" means a brand-new container per evaluation.
+
+        Raises:
+            TimeoutError: If no reply came in time.
+            DockerInfraError: If the reply is malformed.
+        """
+        self.sock.settimeout(timeout_s)
         wire.send_message(
-            self.sock, {"op": "evaluate", "env_id": self.variant.id, "source": source, "mode": mode}
+            self.sock, {"op": "evaluate", "env_id": self.variant.id, "source": source, "mode": "warm"}
         )
         reply = wire.recv_message(self.sock, as_torch=False)
         if not isinstance(reply, dict) or reply.get("type") != "result":
             raise DockerInfraError(f"unexpected reply from the container: {str(reply)[:200]}")
         return EvalResult.model_validate_json(reply["result"])
 
-    def remove(self) -> None:
+    def close(self) -> None:
         """Kill and remove the container; idempotent."""
         try:
             self.sock.close()
@@ -173,10 +176,11 @@ class _Container:
         shutil.rmtree(self.sockdir, ignore_errors=True)
 
 
-class DockerBackend(Sandbox):
+class DockerBackend(RemotePoolBackend):
     """Evaluate in containers built by ``bench images build`` (same conformance suite as local)."""
 
     name = "docker"
+    infra_errors = (*RemotePoolBackend.infra_errors, DockerInfraError)
 
     def __init__(
         self,
@@ -196,21 +200,10 @@ class DockerBackend(Sandbox):
             prewarm: Variant ids whose containers pre-import and pre-start their zygote.
             cgroup_parent: Parent cgroup of the containers (e.g. to account their CPU time).
         """
-        self.workers = workers or os.cpu_count() or 1
-        self.mode: Mode = mode
-        self.infra_retries = infra_retries
+        super().__init__(workers, mode, infra_retries=infra_retries)
         self.prewarm = prewarm
         self.cgroup_parent = cgroup_parent
-        self.id = uuid.uuid4().hex[:12]
-        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="docker-eval")
-        self._slots: queue.Queue[int] = queue.Queue()
-        for i in range(self.workers):
-            self._slots.put(i)
-        self._warm: dict[tuple[int, str], _Container] = {}
-        self._live: set[_Container] = set()
-        self._lock = threading.Lock()
         self._client: Any = None
-        self._closed = False
 
     def _docker(self) -> Any:
         if self._client is None:
@@ -224,116 +217,24 @@ class DockerBackend(Sandbox):
                 raise DockerInfraError(f"Docker daemon not reachable ({e}); start dockerd") from e
         return self._client
 
-    def submit(self, variant: Variant, source: str) -> Future[EvalResult]:
-        """Queue one evaluation; the future resolves to an ``EvalResult`` (never raises)."""
-        if self._closed:
-            raise RuntimeError("backend is closed")
-        return self._pool.submit(self._run, variant, source)
-
-    def _run(self, variant: Variant, source: str) -> EvalResult:
-        last = ""
-        for attempt in range(1, self.infra_retries + 2):
-            if self._closed:
-                break
-            slot = self._slots.get()
-            try:
-                res = self._once(variant, source, slot)
-                if res.status is not Status.INFRA_ERROR:
-                    return res.model_copy(update={"attempts": attempt, "backend": self.name})
-                last = res.reason
-            except (DockerInfraError, OSError, EOFError, wire.WireError) as e:
-                last = f"{type(e).__name__}: {e}"
-            finally:
-                self._slots.put(slot)
-            log.warning(
-                "docker infra error (attempt %d): %s", attempt, last.splitlines()[0][:200] if last else ""
-            )
-            time.sleep(0.5 * 2 ** (attempt - 1))
-        return EvalResult(
-            status=Status.INFRA_ERROR,
-            reason=last or "backend closed",
-            env_id=variant.id,
-            env_version=variant.version,
-            env_hash=variant.hash,
-            program_sha256=program_sha256(source),
-            backend=self.name,
-            attempts=self.infra_retries + 1,
-        )
-
-    def _once(self, variant: Variant, source: str, slot: int) -> EvalResult:
+    def _start(self, variant: Variant, slot: int) -> _Container:
         warm = self.mode == "warm"
-        key = (slot, variant.id)
-        c = self._warm.get(key) if warm else None
-        if c is None:
-            # A cold container serves one job: pre-starting its zygote overlaps the two torch imports.
-            prewarm = (not warm) or variant.id in self.prewarm
-            c = _Container(
-                self._docker(),
-                variant,
-                slot,
-                self.id,
-                prewarm=prewarm,
-                one_shot=not warm,
-                cgroup_parent=self.cgroup_parent,
-            )
-            with self._lock:
-                self._live.add(c)
-                if warm:
-                    self._warm[key] = c
-        try:
-            # Inside the container candidates always fork from the container's own fresh zygote;
-            # "cold" means a brand-new container per evaluation.
-            return c.evaluate(source, "warm")
-        except TimeoutError:
-            self._discard(key, c)
-            return EvalResult(
-                status=Status.TIMEOUT,
-                reason=f"no result within {variant.timeout_s + GRACE_S:.0f} s; container killed",
-                env_id=variant.id,
-                env_version=variant.version,
-                env_hash=variant.hash,
-                program_sha256=program_sha256(source),
-                backend=self.name,
-            )
-        except BaseException:
-            self._discard(key, c)
-            raise
-        finally:
-            if not warm:
-                self._discard(key, c)
-
-    def _discard(self, key: tuple[int, str], c: _Container) -> None:
-        with self._lock:
-            self._live.discard(c)
-            if self._warm.get(key) is c:
-                del self._warm[key]
-        c.remove()
+        # A cold container serves one job: pre-starting its zygote overlaps the two torch imports.
+        return _Container(
+            self._docker(),
+            variant,
+            slot,
+            self.id,
+            prewarm=(not warm) or variant.id in self.prewarm,
+            one_shot=not warm,
+            cgroup_parent=self.cgroup_parent,
+        )
 
     def containers(self) -> list[Any]:
         """Containers of this backend still known to the daemon (for tests and janitors)."""
         return list(self._docker().containers.list(all=True, filters={"label": f"{LABEL}.backend={self.id}"}))
 
-    def close(self) -> None:
-        """Finish queued jobs, then remove every container."""
-        self._pool.shutdown(wait=True)
-        self._remove_all()
-
-    def terminate(self) -> None:
-        """Drop queued jobs and remove every container now."""
-        self._closed = True
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._remove_all()
-
-    def _remove_all(self) -> None:
-        self._closed = True
-        with self._lock:
-            live, self._live = list(self._live), set()
-            self._warm.clear()
-        for c in live:
-            c.remove()
+    def _janitor(self) -> None:
         if self._client is not None:
-            try:
-                for leftover in self.containers():
-                    leftover.remove(force=True)
-            except Exception as e:  # noqa: BLE001
-                log.debug("janitor: %s", e)
+            for leftover in self.containers():
+                leftover.remove(force=True)
