@@ -58,11 +58,71 @@ for slot in range(num_replicas):
     log2phy[:, slot % experts, slot // experts] = slot
 return phy2log, log2phy, logcnt""",
     ),
+    "trimul": (
+        "import torch\nimport torch.nn.functional as F",
+        """\
+x, mask, w, config = data
+c, h = config["dim"], config["hidden_dim"]
+xn = F.layer_norm(x, (c,), w["norm.weight"], w["norm.bias"], 1e-5)
+m = mask.to(x.dtype).unsqueeze(-1)
+left = F.linear(xn, w["left_proj.weight"]) * m * torch.sigmoid(F.linear(xn, w["left_gate.weight"]))
+right = F.linear(xn, w["right_proj.weight"]) * m * torch.sigmoid(F.linear(xn, w["right_gate.weight"]))
+o = torch.einsum("bikh,bjkh->bijh", left, right)
+o = F.layer_norm(o, (h,), w["to_out_norm.weight"], w["to_out_norm.bias"], 1e-5)
+return F.linear(o * torch.sigmoid(F.linear(xn, w["out_gate.weight"])), w["to_out.weight"])""",
+    ),
+    "mla_decode": (
+        "import math\nimport torch",
+        """\
+def rope(t, pos, dim):
+    half = dim // 2
+    theta = (10000.0 ** (-torch.arange(0, half, dtype=torch.bfloat16) * 2 / dim)).to(torch.bfloat16)
+    f = pos.to(torch.bfloat16)[:, None] * theta[None, :]
+    cos = torch.cat([f.cos(), f.cos()], -1).to(torch.bfloat16)
+    sin = torch.cat([f.sin(), f.sin()], -1).to(torch.bfloat16)
+    return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
+
+config, x, kv = data
+w, bs, h = config["weights"], x.shape[0], config["n_heads"]
+nope, rp, vd = config["qk_nope_head_dim"], config["qk_rope_head_dim"], config["v_head_dim"]
+lora, cache, n = config["kv_lora_rank"], kv["data"], kv["seq_len"]
+cache[:, n : n + 1] = x @ w["KV_proj_down"].T
+q = ((x @ w["Q_proj_down"].T) @ w["Q_proj_up"].T).view(bs, h, nope + rp)
+q_rope = rope(q[..., nope:], torch.tensor([n]), rp)
+latent, k_rope = cache[:, : n + 1, :lora], rope(cache[:, : n + 1, lora:], torch.arange(n + 1), rp)
+up = w["KV_proj_up"].view(h, nope + vd, lora)
+q_lat = torch.einsum("bhn,hnl->bhl", q[..., :nope].float(), up[:, :nope].float())
+s = torch.einsum("bhl,btl->bht", q_lat, latent.float())
+s = s + torch.einsum("bhr,btr->bht", q_rope.float(), k_rope.float())
+a = torch.softmax(s / math.sqrt(nope + rp), dim=-1).to(torch.bfloat16)
+ctx = torch.einsum("bht,btl->bhl", a.float(), latent.float())
+y = torch.einsum("bhl,hvl->bhv", ctx, up[:, nope:].float()).to(torch.bfloat16)
+return y.reshape(bs, 1, h * vd) @ w["wo"].T, cache""",
+    ),
 }
 
 # Python families whose scorer runs the candidate only through ``run`` (fresh sandboxed processes),
 # where warm and cold mode do the same thing.
 FRESH_PROCESS_ONLY = {"kuairec"}
+
+# Python families whose entry point is a class (KernelBench's ModelNew mirrors the problem's Model;
+# kernelbench-tiny's problem: a linear layer, GELU, a scale).
+CLASS_PROGRAMS: dict[str, str] = {
+    "kernelbench": """\
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, scale):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.scale = scale
+
+    def forward(self, x):
+        return nn.functional.gelu(self.linear(x)) * self.scale
+""",
+}
 
 # Whole programs of the C++ families (their contract is a main reading stdin, writing stdout).
 CPP_PROGRAMS: dict[str, str] = {
@@ -127,6 +187,9 @@ def minimal_program(variant: Variant) -> str:
         if variant.family not in CPP_PROGRAMS:
             pytest.fail(f"add a minimal C++ program for family {variant.family!r} to {__name__}")
         return CPP_PROGRAMS[variant.family]
+    if variant.family in CLASS_PROGRAMS:
+        assert f"class {variant.entry_point}(" in CLASS_PROGRAMS[variant.family]
+        return CLASS_PROGRAMS[variant.family]
     if variant.family not in PYTHON_BODIES:
         pytest.fail(f"add a minimal program body for family {variant.family!r} to {__name__}")
     imports, body = PYTHON_BODIES[variant.family]
@@ -157,7 +220,7 @@ def test_bench_envs_prints_the_contract(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_every_family_has_a_minimal_program() -> None:
     families = {v.family for v in tiny_variants()}
-    assert families == set(PYTHON_BODIES) | set(CPP_PROGRAMS)
+    assert families == set(PYTHON_BODIES) | set(CPP_PROGRAMS) | set(CLASS_PROGRAMS)
 
 
 @pytest.fixture(scope="module", params=["cold", "warm"])
