@@ -233,10 +233,8 @@ class CandidateCgroup:
                 self.pids_dir = hier.pids_parent / name
                 self.pids_dir.mkdir()
                 self.dirs.append(self.pids_dir)
-            if pids is not None and hier.pids:
-                (self.pids_dir / "pids.max").write_text(str(pids))
             self.limit_bytes = 1 << 62  # a new group is unlimited: the first change lowers
-            self.set_memory(memory_bytes)
+            self.configure(memory_bytes, pids)
             if hier.version == 2:
                 # Swap would let a candidate exceed its limit silently (and slowly).
                 _write_if_present(self.memory_dir / "memory.swap.max", "0")
@@ -245,6 +243,17 @@ class CandidateCgroup:
         except OSError as e:
             self.remove()
             raise CgroupError(f"could not set up cgroup {name}: {e}") from e
+
+    def configure(self, memory_bytes: int, pids: int | None) -> None:
+        """Set the memory and process limits and start counting OOM kills afresh.
+
+        Raises:
+            OSError: If the kernel refuses a value.
+        """
+        if pids is not None and self.hier.pids:
+            (self.pids_dir / "pids.max").write_text(str(pids))
+        self.set_memory(memory_bytes)
+        self.reset_oom_baseline()
 
     def set_memory(self, memory_bytes: int) -> None:
         """Set the hard memory limit (v1: memory and memory+swap kept equal).
@@ -282,7 +291,23 @@ class CandidateCgroup:
         except (OSError, ValueError):
             return 0
 
-    def oom_kills(self) -> int:
+    def kill_all(self) -> bool:
+        """SIGKILL every process in the group(s); True when none is left (they may still be exiting)."""
+        left = False
+        for d in self.dirs:
+            for pid in _procs(d):
+                left = True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        return not left
+
+    def reset_oom_baseline(self) -> None:
+        """Count OOM kills from now on (a reused group keeps its kernel counter)."""
+        self._oom_base = self._oom_total()
+
+    def _oom_total(self) -> int:
         """How many processes the kernel killed in this group for exceeding its memory limit."""
         f = "memory.events" if self.hier.version == 2 else "memory.oom_control"
         try:
@@ -292,12 +317,72 @@ class CandidateCgroup:
         m = re.search(r"^oom_kill (\d+)$", text, re.M)
         return int(m.group(1)) if m else 0
 
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed in this group for exceeding its memory limit."""
+        return self._oom_total() - getattr(self, "_oom_base", 0)
+
     def remove(self) -> None:
         """Kill whatever is left in the group(s) and delete them; idempotent."""
         for d in reversed(self.dirs):
             if d.exists() and not _empty_and_remove(d):
                 log.warning("could not remove cgroup %s (processes still exiting)", d)
         self.dirs = []
+
+
+class CgroupPool:
+    """Empty candidate groups kept for reuse by this process.
+
+    Creating and removing a group per candidate costs more than the candidate on small tasks:
+    ``rmdir`` must wait until the killed tree has left, and both take the kernel's cgroup lock
+    that every worker shares. A released group is therefore emptied (SIGKILL) and kept; the next
+    candidate gets one that is empty, with its limits set afresh and its OOM count rebased.
+    Groups still draining stay in the pool until they are empty. Names carry this process's pid
+    and start time, so what a dead owner leaves behind is swept as before.
+    """
+
+    def __init__(self, keep: int = 4) -> None:
+        """Keep at most ``keep`` idle groups (more are removed)."""
+        self.keep = keep
+        self._idle: list[CandidateCgroup] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def acquire(self, hier: Hierarchy, memory_bytes: int, pids: int | None) -> CandidateCgroup:
+        """An empty group of ``hier`` with these limits (reused when one is idle).
+
+        Raises:
+            CgroupError: If a new group cannot be created or configured.
+        """
+        if os.getpid() != self._pid:  # a forked child must not share its parent's groups
+            self._idle, self._pid = [], os.getpid()
+        with self._lock:
+            for i, g in enumerate(self._idle):
+                if g.hier is hier and g.kill_all():
+                    del self._idle[i]
+                    break
+            else:
+                g = None
+        if g is None:
+            return CandidateCgroup(hier, memory_bytes, pids)
+        try:
+            g.configure(memory_bytes, pids)
+        except OSError as e:
+            g.remove()
+            raise CgroupError(f"could not reconfigure cgroup {g.memory_dir}: {e}") from e
+        return g
+
+    def release(self, g: CandidateCgroup) -> None:
+        """Kill what is left in ``g`` and keep it for the next candidate (or remove it)."""
+        g.kill_all()
+        with self._lock:
+            if len(self._idle) < self.keep and g.dirs:
+                self._idle.append(g)
+                return
+        g.remove()
+
+
+POOL = CgroupPool()
+"""This process's pool of idle candidate groups."""
 
 
 def _write_if_present(path: Path, value: str) -> None:

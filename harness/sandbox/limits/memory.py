@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-from .cgroups import CandidateCgroup, CgroupError, Hierarchy, detect_hierarchy, sweep_stale
+from .cgroups import POOL, CandidateCgroup, CgroupError, Hierarchy, detect_hierarchy, sweep_stale
 
 Kind = Literal["cgroup-v2", "cgroup-v1", "rlimit-data"]
 MIB = 1024 * 1024
@@ -111,9 +111,10 @@ class CandidateMemory:
         self.memory_mb = memory_mb
         self.mechanism = detect_memory_mechanism()
         self.cgroup: CandidateCgroup | None = None
+        self._released = False
         if self.mechanism.hierarchy is not None:
             extra = STARTUP_ALLOWANCE_MB if startup else 0
-            self.cgroup = CandidateCgroup(self.mechanism.hierarchy, (memory_mb + extra) * MIB, pids)
+            self.cgroup = POOL.acquire(self.mechanism.hierarchy, (memory_mb + extra) * MIB, pids)
 
     @property
     def data_limit_bytes(self) -> int | None:
@@ -155,9 +156,10 @@ class CandidateMemory:
         return f"memory limit {self.memory_mb} MiB ({self.mechanism.kind})"
 
     def close(self) -> None:
-        """Kill what is left of the tree and remove the group(s); idempotent."""
-        if self.cgroup is not None:
-            self.cgroup.remove()
+        """Kill what is left of the tree and give the group back for reuse; idempotent."""
+        if self.cgroup is not None and not self._released:
+            self._released = True
+            POOL.release(self.cgroup)
 
 
 __all__ = [

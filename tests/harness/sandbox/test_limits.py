@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,20 @@ def test_cgroup_counts_touched_pages_not_reservations() -> None:
         assert "memory limit 128 MiB (cgroup-v" in mem.label()
     finally:
         mem.close()
-    assert mem.cgroup is not None and not mem.cgroup.memory_dir.exists()
+    assert mem.cgroup is not None and _empty_or_gone(mem.cgroup.memory_dir)
+    # The group is reused: the next candidate gets fresh limits and its own OOM count.
+    again = CandidateMemory(64, pids=8)
+    try:
+        assert again.cgroup is not None and again.cgroup.memory_dir == mem.cgroup.memory_dir
+        assert not again.oom_killed()
+        assert int((again.cgroup.memory_dir / "memory.limit_in_bytes").read_text()) == 64 * 1024 * 1024
+        assert _touch(16, again).returncode == 0 and not again.oom_killed()
+    finally:
+        again.close()
+
+
+def _empty_or_gone(d: Path) -> bool:
+    return not d.exists() or not (d / "cgroup.procs").read_text().split()
 
 
 @needs_cgroup
@@ -66,10 +80,18 @@ def test_close_kills_escaped_processes_and_removes_the_group() -> None:
     procs = (mem.cgroup.memory_dir / "cgroup.procs").read_text().split()
     assert len(procs) == 1, procs
     mem.close()
-    assert (
-        not Path(f"/proc/{procs[0]}").exists() or "Z" in Path(f"/proc/{procs[0]}/stat").read_text().split()[2]
-    )
-    assert not mem.cgroup.memory_dir.exists()
+
+    def dead() -> bool:
+        try:
+            return "Z" in Path(f"/proc/{procs[0]}/stat").read_text().split()[2]
+        except OSError:
+            return True
+
+    deadline = time.monotonic() + 10  # SIGKILL is sent at close; the kernel finishes it shortly
+    while not dead() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert dead()
+    assert _empty_or_gone(mem.cgroup.memory_dir)
 
 
 @needs_cgroup
