@@ -18,9 +18,9 @@ from typing import Any
 
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
-from harness.kernels.device import DeviceChoice, choose_device
 from harness.kernels.session import DriverParams, KernelSession
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
+from harness.scoring.device import DeviceChoice, choose_device
 
 from .static_checks import static_check
 

@@ -31,6 +31,7 @@ import numpy as np
 from harness.envs.data import expected_sha256
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
+from harness.scoring.device import choose_device
 from harness.scoring.exchange import ExchangeDir
 
 from .data import Sequences, Split, load_kuairec, split, synthetic_sequences
@@ -50,7 +51,6 @@ PROTOCOL_KEYS = (
     "lr",
     "weight_decay",
     "seed",
-    "device",
     "threads",
     "allowed_hyperparameters",
 )
@@ -66,12 +66,14 @@ class KuaiRecScorer(Scorer):
     """Train under the fixed protocol in the sandbox, select on validation, score on test."""
 
     def prepare(self) -> None:
-        """Load (full) or generate (tiny) the sequences and split them leave-last-out.
+        """Check the variant's GPU, then load (full) or generate (tiny) and split the sequences.
 
         Raises:
+            InfraError: If the variant needs a GPU this machine does not have (no override).
             DataMissingError: If the archive has not been fetched.
             ChecksumError: If it does not match its recorded checksum.
         """
+        self.device = choose_device(self.variant.hardware.gpu)
         p = self.params
         if p.get("synthetic"):
             seqs = synthetic_sequences(
@@ -88,7 +90,7 @@ class KuaiRecScorer(Scorer):
             (_, source), *_ = self.variant.data
             seqs = load_kuairec(self.data_dir, source.filename, expected_sha256(self.variant.family, source))
         self.split: Split = split(seqs)
-        self.protocol = {k: p[k] for k in PROTOCOL_KEYS}
+        self.protocol = {**{k: p[k] for k in PROTOCOL_KEYS}, "device": self.device.device}
         self.train_npz = _npz(self.split.train)
         self.test_npz = _npz(self.split.test_history)
         self.driver_source = DRIVER_FILE.read_bytes()
@@ -153,6 +155,7 @@ class KuaiRecScorer(Scorer):
         metrics.update(
             {"epoch": float(best_epoch), "train_seconds": train_seconds, "test_seconds": test_seconds}
         )
+        metrics.update(self.device.metrics())
         return ScoreOutcome(
             score=test["combined"], metrics=metrics, candidate_seconds=train_seconds + test_seconds
         )

@@ -8,9 +8,9 @@ from typing import Any
 
 from harness.evaluation.errors import InfraError
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
+from harness.scoring.device import DeviceChoice, choose_device
 
 from .checks import StopRule
-from .device import DeviceChoice, choose_device
 from .evaluate import Case, KernelTask, run_cases
 from .session import DriverParams, KernelSession
 

@@ -10,8 +10,8 @@ from environments.kernelbench.static_checks import static_check
 from harness.envs.registry import default_registry
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.evaluation.result import Status
-from harness.kernels.device import OVERRIDE_ENV
 from harness.sandbox.local import LocalBackend
+from harness.scoring.device import OVERRIDE_ENV
 
 OK = """
 import torch

@@ -91,3 +91,19 @@ def test_tiny_initial_program_in_docker() -> None:
     assert r.status is Status.OK, r.reason
     assert {"ndcg@10", "hr@10", "mrr"} <= set(r.metrics)
     json.dumps(r.metrics)
+
+
+def test_full_variant_refuses_a_machine_without_its_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from environments.kuairec.scorer import KuaiRecScorer
+    from harness.evaluation.errors import InfraError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    monkeypatch.delenv("EVOBENCH_GPU_OVERRIDE", raising=False)
+    scorer = KuaiRecScorer(default_registry().get("kuairec"), tmp_path)
+    with pytest.raises(InfraError, match="needs an NVIDIA H100 GPU; no CUDA GPU is visible"):
+        scorer.prepare()  # before any data is read

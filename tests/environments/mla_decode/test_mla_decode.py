@@ -13,9 +13,9 @@ from environments.mla_decode.scorer import CACHE_INDEX, MLAScorer, MLATask
 from harness.envs.registry import default_registry
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.evaluation.result import Status
-from harness.kernels.device import OVERRIDE_ENV
 from harness.kernels.evaluate import Case
 from harness.sandbox.local import LocalBackend
+from harness.scoring.device import OVERRIDE_ENV
 
 TINY = MLAConfig(
     batch_size=2,

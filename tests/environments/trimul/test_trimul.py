@@ -11,8 +11,8 @@ from environments.trimul.scorer import TriMulScorer
 from harness.envs.registry import default_registry
 from harness.evaluation.errors import InfraError
 from harness.evaluation.result import Status
-from harness.kernels.device import OVERRIDE_ENV
 from harness.sandbox.local import LocalBackend
+from harness.scoring.device import OVERRIDE_ENV
 
 
 def _case(**kw: object) -> TriMulCase:

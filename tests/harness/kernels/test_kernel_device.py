@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness.evaluation.errors import InfraError
-from harness.kernels.device import OVERRIDE_ENV, choose_device
+from harness.scoring.device import OVERRIDE_ENV, choose_device
 
 
 def _torch(name: str | None) -> Any:

@@ -1,4 +1,4 @@
-"""The variant's GPU, checked at run time before any candidate is evaluated.
+"""The variant's GPU, checked at run time before any candidate is evaluated (kernels, KuaiRec).
 
 Timings from another GPU (or from a CPU) are not comparable with a variant's leaderboard, so a
 run on the wrong machine is refused unless ``EVOBENCH_GPU_OVERRIDE=1`` is set; the override and
