@@ -17,20 +17,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 
+from harness.stats.estimators import as_finite_1d
+
 FloatArray = NDArray[np.float64]
 CIMethod = Literal["BCa", "percentile", "degenerate", "none"]
 
 EXACT_PERMUTATION_MAX_N = 16
 """Up to this many pairs the permutation test enumerates all 2**n sign flips exactly."""
-
-
-def _finite_1d(values: ArrayLike, name: str) -> FloatArray:
-    x = np.asarray(values, dtype=np.float64)
-    if x.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError(f"{name} must be finite")
-    return x
 
 
 def _check_level(level: float, n_resamples: int) -> None:
@@ -73,7 +66,7 @@ def mean_ci(values: ArrayLike, level: float = 0.95, n_resamples: int = 4000, see
         ValueError: If ``values`` is empty, not 1-D or not finite, or ``level`` is out of range.
     """
     _check_level(level, n_resamples)
-    x = _finite_1d(values, "values")
+    x = as_finite_1d(values, "values")
     if x.size == 0:
         raise ValueError("mean_ci needs at least one value")
     est = float(x.mean())
@@ -119,7 +112,7 @@ def sign_flip_pvalue(diffs: ArrayLike, n_resamples: int = 20000, seed: int = 0) 
     Raises:
         ValueError: If ``diffs`` is not 1-D and finite or ``n_resamples`` < 1.
     """
-    d = _finite_1d(diffs, "diffs")
+    d = as_finite_1d(diffs, "diffs")
     if n_resamples < 1:
         raise ValueError("n_resamples must be positive")
     n = d.size
@@ -152,7 +145,7 @@ def iqm(values: ArrayLike, axis: int = -1) -> FloatArray | float:
 
 
 def _strata(scores: Mapping[str, ArrayLike], name: str) -> dict[str, FloatArray]:
-    out = {k: _finite_1d(v, f"{name}[{k!r}]") for k, v in scores.items()}
+    out = {k: as_finite_1d(v, f"{name}[{k!r}]") for k, v in scores.items()}
     if not out or any(v.size == 0 for v in out.values()):
         raise ValueError(f"{name} needs at least one value in every task")
     return out

@@ -20,7 +20,7 @@ Statistic = Callable[[FloatArray], Any]
 """A statistic of one 1-D sample, returning something convertible to float."""
 
 
-def _as_1d(values: ArrayLike, name: str = "values") -> FloatArray:
+def as_finite_1d(values: ArrayLike, name: str = "values") -> FloatArray:
     """Convert to a 1-D float64 array of finite values.
 
     Raises:
@@ -48,7 +48,7 @@ def mean_sem(values: ArrayLike) -> tuple[float, float]:
     Raises:
         ValueError: If ``values`` is not 1-D or holds non-finite values.
     """
-    x = _as_1d(values)
+    x = as_finite_1d(values)
     n = x.size
     if n == 0:
         return math.nan, math.nan
@@ -93,7 +93,7 @@ def bootstrap_ci(
             out of range.
     """
     _check_level(level, n_boot)
-    x = _as_1d(values)
+    x = as_finite_1d(values)
     if x.size == 0:
         raise ValueError("bootstrap_ci needs at least one value")
     if np.all(x == x[0]):  # every resample equals the sample
@@ -142,8 +142,8 @@ def _pair(
             common = sorted(shared, key=repr)
         if not common:
             raise ValueError("the two methods share no seed")
-        return _as_1d([a[k] for k in common], "a"), _as_1d([b[k] for k in common], "b")
-    xa, xb = _as_1d(a, "a"), _as_1d(b, "b")
+        return as_finite_1d([a[k] for k in common], "a"), as_finite_1d([b[k] for k in common], "b")
+    xa, xb = as_finite_1d(a, "a"), as_finite_1d(b, "b")
     if xa.size != xb.size:
         raise ValueError(f"paired samples differ in length: {xa.size} != {xb.size}")
     return xa, xb
