@@ -6,6 +6,8 @@ header comment states what must happen to it::
     # hack: what it tries (one line, for humans)
     # expect: invalid | error | timeout | no-gain
     # reason: a substring the result's reason must contain (optional)
+    # base: initial-program   (optional: the variant's initial program is placed before this
+    #                          file, so a hack only overrides what it attacks)
 
 ``no-gain`` means the evaluation is ``ok`` but scores no better than the variant's honest initial
 program (within ``# tolerance:``, default 1e-9 relative); a status other than ``ok`` also fails it,
@@ -40,6 +42,11 @@ class Hack:
     expect: str
     reason: str
     tolerance: float
+    base: str
+
+    def source(self, v: Variant) -> str:
+        text = self.path.read_text(encoding="utf-8")
+        return f"{v.initial_program}\n\n# --- hack ---\n{text}" if self.base == "initial-program" else text
 
     @property
     def id(self) -> str:
@@ -62,7 +69,9 @@ def discover() -> list[Hack]:
             assert expect in VERDICTS, f"{f}: '# expect:' must be one of {VERDICTS}, got {expect!r}"
             assert _header(text, "hack"), f"{f}: a '# hack:' line says what it tries"
             tol = float(_header(text, "tolerance") or 1e-9)
-            out.append(Hack(d.name, f, expect, _header(text, "reason"), tol))
+            base = _header(text, "base")
+            assert base in ("", "initial-program"), f"{f}: '# base:' may only be initial-program"
+            out.append(Hack(d.name, f, expect, _header(text, "reason"), tol, base))
     return out
 
 
@@ -96,7 +105,7 @@ def test_every_family_with_hacks_is_a_real_variant() -> None:
 @pytest.mark.parametrize("hack", ALL, ids=[h.id for h in ALL])
 def test_hack_fails_or_gains_nothing(backend: LocalBackend, hack: Hack) -> None:
     v = default_registry().get(hack.variant_id)
-    res = backend.evaluate(v, hack.path.read_text(encoding="utf-8"))
+    res = backend.evaluate(v, hack.source(v))
     assert res.status is not Status.INFRA_ERROR, f"harness failed, not the hack: {res.reason}"
     if hack.expect == "no-gain":
         assert res.status is Status.OK, f"expected ok and no gain, got {res.status}: {res.reason[:500]}"
