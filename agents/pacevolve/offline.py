@@ -9,6 +9,11 @@ pool, caps, backtracking, crossover, ledger, resume) runs without network or API
 * selection prefers ideas with few experiments;
 * implementation applies the named operator (sometimes stacked with a random one) to the program
   in the prompt and answers with SEARCH/REPLACE hunks (``make_diff`` + ``render_diff``);
+* an environment may offer operators that read the hypothesis
+  (:class:`~harness.llm.offline.hypothesis.HypothesisMutation`; used by test instruments such as
+  ``selftest-bandit``): the implementation stage then first applies them to the hypothesis text
+  of the prompt's ``Change to make`` section, exactly as the advisor wrote it, and answers with
+  that edit; when none changes the program it falls back to the operator rule above;
 * summaries and pruning read the scores written in the pool and the records.
 
 The program comes from the prompt itself; the operators come from the per-run side channel
@@ -23,7 +28,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.llm.offline import OfflinePrompt, operators_for, propose_edit, register_offline_proposer
+from harness.llm.offline import (
+    OfflinePrompt,
+    hypothesis_operators,
+    operators_for,
+    propose_edit,
+    register_offline_proposer,
+)
+from harness.program import PatchError, ProgramFormatError, make_diff, render_diff
 
 NAME = "pacevolve"
 """Proposer name: the model string is ``offline/pacevolve``."""
@@ -33,6 +45,10 @@ _OP = re.compile(r"operator `([^`]+)`")
 _POOL_LINE = re.compile(r"^Idea (\d+) \[experiments: (\d+), best: ([^\]]+)\]: (.*)$")
 _ABANDONED_LINE = re.compile(r"^Abandoned idea (\d+) \[experiments: (\d+), best: ([^\]]+)\]: (.*)$")
 _SCORE = re.compile(r"score (-?[0-9.]+(?:e[-+]?\d+)?)")
+_FENCE = re.compile(r"^[ \t]*(`{3,})")
+_CHANGE_HEADING = "## Change to make"
+_HYPOTHESIS_FIELD = "\nHypothesis: "
+_RULES_HEADING = "\n\n## Rules\n"
 
 
 @dataclass(frozen=True)
@@ -127,11 +143,83 @@ def idea_selection(p: OfflinePrompt, rng: random.Random) -> str:
     )
 
 
+def _hypothesis_in(text: str) -> str | None:
+    """The hypothesis of an implementation prompt (``prompts/implementation.md``), or None.
+
+    The ``Change to make`` heading is looked for outside code fences (the task prompt and the
+    program come before it), then the hypothesis runs from the first ``Hypothesis: `` line after
+    it (idea descriptions are one line: the agent collapses their whitespace) to the template's
+    last ``## Rules`` heading, so a hypothesis may span lines and hold any text but that heading.
+    """
+    fence: str | None = None
+    pos = 0
+    start = -1
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and line.strip() == fence:
+            fence = None
+        elif fence is None and line.rstrip() == _CHANGE_HEADING:
+            start = pos + len(line)
+            break
+        pos += len(line) + 1
+    if start < 0:
+        return None
+    field = text.find(_HYPOTHESIS_FIELD, start)
+    if field < 0:
+        return None
+    begin = field + len(_HYPOTHESIS_FIELD)
+    end = text.rfind(_RULES_HEADING)
+    return text[begin : end if end >= begin else len(text)]
+
+
+def selected_hypothesis(p: OfflinePrompt) -> str | None:
+    """The hypothesis the advisor selected, read from an implementation (or repair) prompt.
+
+    A repair conversation repeats the request in its first user message, so the last user
+    message is read first and the first one after it.
+
+    Returns:
+        The hypothesis text as rendered (the agent strips surrounding whitespace), or None.
+    """
+    users = [m.get("content") for m in p.messages if m.get("role") == "user"]
+    for content in (users[-1:] + users[:1]) if users else []:
+        if isinstance(content, str) and (found := _hypothesis_in(content)) is not None:
+            return found
+    return None
+
+
+def _hypothesis_edit(p: OfflinePrompt, program: str) -> str | None:
+    """Answer with the first hypothesis-reading operator's edit that changes the program, if any."""
+    ops = hypothesis_operators(operators_for(p.env_id))
+    hypothesis = selected_hypothesis(p) if ops else None
+    if hypothesis is None:
+        return None
+    for op in ops:
+        try:
+            out = op.apply_hypothesis(program, hypothesis, p.language)
+            if out is None or out == program:
+                continue
+            diff = render_diff(make_diff(program, out, p.language))
+        except (ProgramFormatError, PatchError, ValueError):
+            continue
+        return f"{LABEL}\nApplied operator(s) `{op.name}` to the hypothesis text.\n\n```diff\n{diff}```\n"
+    return None
+
+
 def implementation(p: OfflinePrompt, rng: random.Random) -> str:
-    """Apply the operator named in the hypothesis (or any applicable one) and answer with hunks."""
+    """Implement the hypothesis and answer with hunks.
+
+    A hypothesis-reading operator of the environment is tried first; otherwise (or when none
+    changes the program) the operator named in the hypothesis is applied, or any applicable one.
+    """
     program = p.program("current program")
     if program is None:
         return f"{LABEL}\nNo program found in the request."
+    answer = _hypothesis_edit(p, program)
+    if answer is not None:
+        return answer
     m = _OP.search(p.section("change to make"))
     edit = propose_edit(
         program,

@@ -263,7 +263,7 @@ def generic_operators() -> list[Mutation]:
 
 
 def mutate(
-    program: str, rng: random.Random, language: str, operators: Sequence[Mutation], attempts: int = 10
+    program: str, rng: random.Random, language: str, operators: Sequence[object], attempts: int = 10
 ) -> tuple[str, str] | None:
     """Apply a randomly chosen applicable operator.
 
@@ -274,7 +274,8 @@ def mutate(
         program: Program text with EVOLVE-BLOCK markers.
         rng: Source of randomness.
         language: ``"python"`` or ``"cpp"``.
-        operators: Operators to choose from.
+        operators: Operators to choose from; objects without ``apply`` (operators that need a
+            hypothesis text) are skipped.
         attempts: Maximum number of draws.
 
     Returns:
@@ -284,10 +285,11 @@ def mutate(
         ProgramFormatError: If the program has malformed markers.
         ValueError: If the language is not supported.
     """
-    if not operators:
+    usable = [op for op in operators if isinstance(op, Mutation)]
+    if not usable:
         return None
     for _ in range(attempts):
-        op = rng.choice(list(operators))
+        op = rng.choice(usable)
         result = op.apply(program, rng, language)
         if result is not None and result != program:
             return op.name, result

@@ -1,9 +1,18 @@
 """The offline proposer: a deterministic, seeded stand-in for an LLM (NOT an LLM), model ``offline/<name>``.
 
 See :mod:`harness.llm.offline.provider` for the provider, :mod:`harness.llm.offline.prompt` for
-the prompt convention it reads, and :mod:`harness.llm.offline.tools` for the operator side channel.
+the prompt convention it reads, :mod:`harness.llm.offline.tools` for the operator side channel,
+and :mod:`harness.llm.offline.hypothesis` for operators that implement a hypothesis text.
 """
 
+from .hypothesis import (
+    AssignHypothesis,
+    HypothesisMutation,
+    Operator,
+    edit_operators,
+    hypothesis_operators,
+    set_python_assignment,
+)
 from .prompt import OfflinePrompt, code_blocks, code_fence, fenced, parse_offline_prompt
 from .provider import (
     FINGERPRINT,
@@ -17,13 +26,18 @@ from .tools import OfflineEdit, operators_for, propose_edit, register_operators
 
 __all__ = [
     "FINGERPRINT",
+    "AssignHypothesis",
+    "HypothesisMutation",
     "OfflineEdit",
     "OfflinePrompt",
+    "Operator",
     "Responder",
     "answer",
     "code_blocks",
     "code_fence",
+    "edit_operators",
     "fenced",
+    "hypothesis_operators",
     "offline_proposers",
     "operators_for",
     "parse_offline_prompt",
@@ -31,4 +45,5 @@ __all__ = [
     "register_offline_proposer",
     "register_operators",
     "request_rng",
+    "set_python_assignment",
 ]

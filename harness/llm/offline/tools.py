@@ -5,6 +5,10 @@ environment's operators once per run with :func:`register_operators` (keyed by t
 that the prompt's ``Environment`` header names); :func:`operators_for` returns them together with
 the generic numeric and comparison operators of :mod:`harness.program.mutate`. An unregistered
 environment gets the generic operators only.
+
+An environment may also register operators that read the hypothesis
+(:class:`~harness.llm.offline.hypothesis.HypothesisMutation`); :func:`propose_edit` skips those that
+cannot edit without one (no ``apply``), and the implementer of an agent applies them explicitly.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from harness.program import (
     render_diff,
 )
 
+from .hypothesis import Operator, edit_operators
+
 _lock = threading.Lock()
-_OPERATORS: dict[str, tuple[Mutation, ...]] = {}
+_OPERATORS: dict[str, tuple[Operator, ...]] = {}
 
 
-def register_operators(env_id: str, operators: Sequence[Mutation]) -> None:
+def register_operators(env_id: str, operators: Sequence[Operator]) -> None:
     """Make an environment's task-specific operators available to the offline proposer.
 
     Args:
@@ -38,7 +44,7 @@ def register_operators(env_id: str, operators: Sequence[Mutation]) -> None:
         _OPERATORS[env_id] = tuple(operators)
 
 
-def operators_for(env_id: str) -> list[Mutation]:
+def operators_for(env_id: str) -> list[Operator]:
     """The environment's registered operators followed by the generic ones.
 
     Args:
@@ -50,7 +56,8 @@ def operators_for(env_id: str) -> list[Mutation]:
     with _lock:
         specific = list(_OPERATORS.get(env_id, ()))
     names = {op.name for op in specific}
-    return specific + [op for op in generic_operators() if op.name not in names]
+    generic: list[Operator] = [op for op in generic_operators() if op.name not in names]
+    return specific + generic
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,7 @@ def propose_edit(
     program: str,
     language: str,
     rng: random.Random,
-    operators: Sequence[Mutation],
+    operators: Sequence[Operator],
     prefer: str | None = None,
     extra_ops: int = 0,
 ) -> OfflineEdit | None:
@@ -79,14 +86,14 @@ def propose_edit(
         program: Program text with EVOLVE-BLOCK markers.
         language: ``python`` or ``cpp``.
         rng: Source of randomness.
-        operators: Operators to choose from.
+        operators: Operators to choose from; those without ``apply`` (hypothesis-only) are skipped.
         prefer: Name of the operator to try first.
         extra_ops: Further random operators stacked on the first.
 
     Returns:
         The edit, or None when no operator changes the program (or the program is malformed).
     """
-    ops = list(operators)
+    ops: list[Mutation] = edit_operators(operators)
     if not ops:
         return None
     try:

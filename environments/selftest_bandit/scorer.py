@@ -1,0 +1,82 @@
+"""Trusted scorer of the bandit test instrument: the first character of ``choose()`` picks an arm.
+
+This environment is a TEST INSTRUMENT, not a benchmark. Its score depends only on one choice the
+program expresses, and the best choice is known, so learning (of an agent, or of a trained
+advisor writing hypotheses that an implementer copies into ``CHOICE``) is measurable in minutes
+on a CPU. The rule is public on purpose (it is in the task prompt):
+
+* ``choose()`` must return a ``str`` of at most :data:`MAX_CHARS` characters;
+* the arm is ``ord(s[0]) % 8`` of its first character, with no stripping;
+* the score is ``PAYOFF[arm]``; the empty string is valid and scores 0.0.
+
+Payoff table (arm: payoff): 0: 0.3, 1: 0.0, 2: 0.5, 3: 0.1, 4: 0.6, 5: 0.2, 6: 0.4, 7: 1.0.
+Arm 7 is the unique best (``'g'``, ``'o'``, ``'w'``, ``'G'``, ``'O'``, ``'W'``, ``'7'``, ``'?'``,
+``'/'``, ``'_'``, ``"'"`` ...); the runner-up pays 0.6, so the best arm stands out clearly. The
+initial program's ``"a"`` (97 % 8 = 1) pays 0.0, the progress floor.
+"""
+
+from __future__ import annotations
+
+from harness.evaluation.errors import CandidateInvalid
+from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
+
+ARMS = 8
+"""Number of arms."""
+PAYOFF: tuple[float, ...] = (0.3, 0.0, 0.5, 0.1, 0.6, 0.2, 0.4, 1.0)
+"""Payoff of arms 0..7; arm 7 is the unique best."""
+BEST_ARM = 7
+"""The arm with the highest payoff."""
+EMPTY_SCORE = 0.0
+"""Score of the empty string (valid, worst)."""
+MAX_CHARS = 10_000
+"""Longer strings are invalid."""
+
+
+def arm_of(choice: str) -> int | None:
+    """The arm a string selects: ``ord`` of its first character modulo 8, None when empty."""
+    return ord(choice[0]) % ARMS if choice else None
+
+
+def payoff(choice: str) -> float:
+    """The score of a string under the public rule (empty string: :data:`EMPTY_SCORE`)."""
+    arm = arm_of(choice)
+    return EMPTY_SCORE if arm is None else PAYOFF[arm]
+
+
+def validate_choice(value: object) -> str:
+    """Check what ``choose()`` returned and return it as a plain ``str``.
+
+    Values arrive through the JSON wire, which decodes strings as plain ``str``; the exact type
+    check still guards against a subclass whose indexing lies, should a transport ever keep one.
+
+    Raises:
+        CandidateInvalid: If the value is not exactly a ``str`` or is longer than :data:`MAX_CHARS`.
+    """
+    if type(value) is not str:
+        raise CandidateInvalid(f"choose() must return a str, got {type(value).__name__}")
+    if len(value) > MAX_CHARS:
+        raise CandidateInvalid(f"choose() returned {len(value)} characters; at most {MAX_CHARS} are allowed")
+    return value
+
+
+class BanditScorer(Scorer):
+    """Calls ``choose()`` once and pays the arm its first character selects."""
+
+    def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
+        """Call the candidate's ``choose()`` and look its arm up in :data:`PAYOFF`.
+
+        Raises:
+            CandidateInvalid: If ``choose()`` does not return a str of at most :data:`MAX_CHARS` chars.
+            CandidateError: Propagated from the runtime (the call raised or crashed).
+            CandidateTimeout: Propagated from the runtime.
+        """
+        res = candidate.call("choose")
+        choice = validate_choice(res.value)
+        arm = arm_of(choice)
+        score = require_finite("score", payoff(choice))
+        metrics = {
+            "score": score,
+            "arm": float(-1 if arm is None else arm),
+            "length": float(len(choice)),
+        }
+        return ScoreOutcome(score=score, metrics=metrics, candidate_seconds=res.seconds)
