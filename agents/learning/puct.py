@@ -229,15 +229,6 @@ class PUCTArchive(BaseModel):
             yield parent
             parent = self._parent_of(parent)
 
-    def _descendants(self, key: str, children: dict[str, list[str]]) -> Iterator[str]:
-        stack = list(children.get(key, ()))
-        while stack:
-            cur = stack.pop()
-            yield cur
-            stack.extend(children.get(cur, ()))
-
-    # -- the search API ------------------------------------------------------------------------
-
     def select(self, k: int, allow_repeats: bool = False) -> list[str]:
         """The up-to-``k`` best states by (score, reward), lineage blocked within the batch.
 
@@ -273,7 +264,10 @@ class PUCTArchive(BaseModel):
                 chosen.append(key)
                 blocked.add(key)
                 blocked.update(self._ancestors(key))
-                blocked.update(self._descendants(key, children))
+                stack = [key]
+                while stack:  # descendants, through tombstones
+                    stack += children.get(stack.pop(), [])
+                    blocked.update(stack)
         if allow_repeats:
             chosen += [chosen[i % len(chosen)] for i in range(k - len(chosen))]
         return chosen
@@ -309,8 +303,7 @@ class PUCTArchive(BaseModel):
             ValueError: empty ``child`` key, or ``reward`` non-finite or out of range.
         """
         self._require(parent)
-        valid = child is not None and reward is not None
-        if valid:
+        if child is not None and reward is not None:
             child = _check_key(child, "child")
             reward = _check_reward(reward, "reward")
         for key in (parent, *self._ancestors(parent)):
