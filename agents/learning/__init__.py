@@ -1,0 +1,1 @@
+"""Learning-based search components (test-time RL state reuse and friends)."""
