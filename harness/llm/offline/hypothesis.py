@@ -130,7 +130,7 @@ def set_python_assignment(program: str, variable: str, literal: str) -> str | No
 
 
 def string_literal(text: str) -> str:
-    """A one-line Python literal for ``text``: ``repr`` with every ``<`` written as ``\\x3c``.
+    r"""A one-line Python literal for ``text``: ``repr`` with every ``<`` written as ``\x3c``.
 
     ``repr`` escapes line breaks and quotes, so the literal cannot break the program; escaping
     ``<`` keeps answer cleaners that drop ``<think>...</think>`` spans from altering it on its

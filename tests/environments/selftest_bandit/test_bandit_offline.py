@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -113,7 +112,8 @@ def test_other_environments_keep_the_operator_rule() -> None:
 # Hypotheses that try to confuse the extraction or the reply: headings, field names, fences,
 # reasoning tags, quotes, line breaks.
 _TRICKY = st.sampled_from(
-    ["\n\n## Rules\n", "\nHypothesis: ", "## Change to make", "```", "<think>", "</think>", "'", '"', "\\", "\r"]
+    ["\n\n## Rules\n", "\nHypothesis: ", "## Change to make", "```", "<think>", "</think>"]
+    + ["'", '"', "\\", "\r"]
 )
 
 

@@ -20,7 +20,10 @@ from harness.llm.offline import (
 )
 from harness.program import Mutation, ReplaceSnippet, mutate, parse_program
 
-PROGRAM = 'import os\n\n# EVOLVE-BLOCK-START\nX = 1\nCHOICE = "a"\n# EVOLVE-BLOCK-END\n\n\ndef f():\n    return CHOICE\n'
+PROGRAM = (
+    'import os\n\n# EVOLVE-BLOCK-START\nX = 1\nCHOICE = "a"\n# EVOLVE-BLOCK-END\n'
+    "\n\ndef f():\n    return CHOICE\n"
+)
 
 
 def _value(program: str, name: str = "CHOICE") -> object:
