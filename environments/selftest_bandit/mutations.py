@@ -15,7 +15,7 @@ import random
 import string
 from dataclasses import dataclass
 
-from harness.llm.offline.hypothesis import AssignHypothesis, Operator, set_python_assignment
+from harness.llm.offline.hypothesis import AssignHypothesis, Operator, set_python_assignment, string_literal
 
 VARIABLE = "CHOICE"
 """The variable the program's ``choose()`` returns."""
@@ -50,7 +50,7 @@ class RandomChoice:
         if language != "python":
             return None
         text = "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(1, self.max_len)))
-        return set_python_assignment(program, VARIABLE, repr(text))
+        return set_python_assignment(program, VARIABLE, string_literal(text))
 
 
 def operators() -> list[Operator]:

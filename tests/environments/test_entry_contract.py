@@ -25,6 +25,7 @@ from harness.sandbox.local import LocalBackend
 # Imports and body of each Python family's minimal program; the ``def`` line comes from the manifest.
 PYTHON_BODIES: dict[str, tuple[str, str]] = {
     "selftest": ("", 'return {"answer": 42.0}'),
+    "selftest_bandit": ("", 'return "good"'),
     "llm_sr": (
         "import numpy as np",
         "return np.asarray(params[0] * input_columns[0] + params[1] * input_columns[-1], dtype=float)",

@@ -12,6 +12,7 @@ from .hypothesis import (
     edit_operators,
     hypothesis_operators,
     set_python_assignment,
+    string_literal,
 )
 from .prompt import OfflinePrompt, code_blocks, code_fence, fenced, parse_offline_prompt
 from .provider import (
@@ -46,4 +47,5 @@ __all__ = [
     "register_operators",
     "request_rng",
     "set_python_assignment",
+    "string_literal",
 ]

@@ -129,12 +129,23 @@ def set_python_assignment(program: str, variable: str, literal: str) -> str | No
     return result if after.fixed_texts == parsed.fixed_texts else None
 
 
+def string_literal(text: str) -> str:
+    r"""A one-line Python literal for ``text``: ``repr`` with every ``<`` written as ``\x3c``.
+
+    ``repr`` escapes line breaks and quotes, so the literal cannot break the program; escaping
+    ``<`` keeps answer cleaners that drop ``<think>...</think>`` spans from altering it on its
+    way through an implementer's reply. ``ast.literal_eval`` of the result gives back ``text``.
+    """
+    return repr(text).replace("<", "\\x3c")
+
+
 @dataclass(frozen=True)
 class AssignHypothesis:
     """A :class:`HypothesisMutation` that stores the hypothesis text in a string variable.
 
-    ``variable = repr(hypothesis.strip()[:max_chars])`` is written inside the EVOLVE-BLOCK (see
-    :func:`set_python_assignment`); ``repr`` keeps the program valid whatever the text holds.
+    ``variable = <literal of hypothesis.strip()[:max_chars]>`` is written inside the EVOLVE-BLOCK
+    (see :func:`set_python_assignment` and :func:`string_literal`); the literal keeps the program
+    valid whatever the text holds.
 
     Attributes:
         name: Operator name.
@@ -174,4 +185,4 @@ class AssignHypothesis:
         """
         if language != "python":
             return None
-        return set_python_assignment(program, self.variable, repr(self.value(hypothesis)))
+        return set_python_assignment(program, self.variable, string_literal(self.value(hypothesis)))
