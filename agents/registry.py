@@ -5,10 +5,12 @@ from __future__ import annotations
 from harness.envs.registry import UnknownIdError, unknown_id_message
 
 from .base import Agent
+from .learning.agent import PRESETS
 from .pacevolve import PACEvolveAgent
 from .random_search import RandomSearchAgent
 
-AGENTS: dict[str, type[Agent]] = {cls.name: cls for cls in (RandomSearchAgent, PACEvolveAgent)}
+_CLASSES: tuple[type[Agent], ...] = (RandomSearchAgent, PACEvolveAgent, *PRESETS)
+AGENTS: dict[str, type[Agent]] = {cls.name: cls for cls in _CLASSES}
 
 
 def agent_ids() -> list[str]:

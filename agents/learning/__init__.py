@@ -1,1 +1,1 @@
-"""Learning-based search components (test-time RL state reuse and friends)."""
+"""Learning agents: PACEvolve++, ThetaEvolve, TTT-Discover and Max@k on one scaffold and one RL trainer."""

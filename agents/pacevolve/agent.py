@@ -90,6 +90,10 @@ class PACEvolveAgent(Agent):
         """Role -> litellm model string (``offline/...`` is the offline proposer, not an LLM)."""
         return self.cfg.role_models()
 
+    def llm_models(self) -> dict[str, str]:
+        """Role -> litellm model string of the roles served through litellm (all of them here)."""
+        return self.models()
+
     # -- wiring -----------------------------------------------------------------------------------
     def _client(self, ctx: AgentContext) -> LLMClient:
         cfg = self.cfg
@@ -109,7 +113,7 @@ class PACEvolveAgent(Agent):
             cache_dir=cache_dir,
             max_cost_usd=min(caps) if caps else None,
         )
-        client = LLMClient(self.models(), settings, ledger=Ledger(ctx.run_dir))
+        client = LLMClient(self.llm_models(), settings, ledger=Ledger(ctx.run_dir))
         client.add_listener(self._attribute)
         return client
 
@@ -124,6 +128,23 @@ class PACEvolveAgent(Agent):
             isl.pending_tokens_out += row.tokens_out
             isl.pending_cost_usd += row.cost_usd
 
+    def _roles(self, ctx: AgentContext, client: LLMClient) -> tuple[Advisor, Implementer, Summariser]:
+        """The three roles: the injected ones, else LLM-backed on ``client``."""
+        cfg = self.cfg
+        advisor = self._advisor or LLMAdvisor(
+            client, max_attempts=cfg.max_attempts, novelty_hint_pool_size=cfg.novelty_hint_pool_size
+        )
+        implementer = self._implementer or LLMImplementer(client, max_fix_attempts=cfg.max_fix_attempts)
+        summariser = self._summariser or LLMSummariser(client, max_attempts=cfg.max_attempts)
+        return advisor, implementer, summariser
+
+    def _snapshot(self, state: SearchState) -> dict[str, Any]:
+        """The checkpoint payload (subclasses add their own keys beside the search state)."""
+        return state.model_dump(mode="json")
+
+    def _restore_extra(self, data: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Take back the keys :meth:`_snapshot` added (called before the search state is read)."""
+
     def _start(self, ctx: AgentContext) -> SearchState:
         cfg = self.cfg
         first = ctx.evaluate([Proposal(source=ctx.task.initial_program, iteration=0)])
@@ -137,7 +158,7 @@ class PACEvolveAgent(Agent):
             IslandState(index=i, sota=ref, best=ref, s0=score, momentum=Momentum(value=cfg.momentum_init))
             for i in range(cfg.islands)
         ]
-        ctx.save_checkpoint(state.model_dump(mode="json"))
+        ctx.save_checkpoint(self._snapshot(state))
         return state
 
     def _restore(self, ctx: AgentContext) -> SearchState | None:
@@ -145,6 +166,7 @@ class PACEvolveAgent(Agent):
         if not data:
             return None
         seq = int(data.pop("_seq", 0))
+        self._restore_extra(data)
         state = SearchState.model_validate(data)
         ctx.skip_to(seq)
         ctx.log.info("pacevolve: resumed at step %d (evaluation %d)", state.step, seq)
@@ -157,7 +179,19 @@ class PACEvolveAgent(Agent):
             LLMConfigError: Naming the model and the environment variables it needs.
         """
         if None in (self._advisor, self._implementer, self._summariser):
-            LLMClient(self.models(), LLMSettings(params=dict(self.cfg.litellm_params))).check_environment()
+            settings = LLMSettings(params=dict(self.cfg.litellm_params))
+            LLMClient(self.llm_models(), settings).check_environment()
+
+    def _engine(
+        self,
+        ctx: AgentContext,
+        state: SearchState,
+        advisor: Advisor,
+        implementer: Implementer,
+        summariser: Summariser,
+    ) -> IslandEngine:
+        """The per-island engine (subclasses may choose parents differently)."""
+        return IslandEngine(ctx.task, self.cfg, state, advisor, implementer, summariser, ctx.log)
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, ctx: AgentContext) -> None:
@@ -173,14 +207,10 @@ class PACEvolveAgent(Agent):
         client = self._client(ctx)
         if None in (self._advisor, self._implementer, self._summariser):
             client.check_environment()
-        for role, model in self.models().items():
+        for role, model in self.llm_models().items():
             if is_offline(model):
                 ctx.log.info("pacevolve: role %s uses %s, the offline proposer (NOT an LLM)", role, model)
-        advisor = self._advisor or LLMAdvisor(
-            client, max_attempts=cfg.max_attempts, novelty_hint_pool_size=cfg.novelty_hint_pool_size
-        )
-        implementer = self._implementer or LLMImplementer(client, max_fix_attempts=cfg.max_fix_attempts)
-        summariser = self._summariser or LLMSummariser(client, max_attempts=cfg.max_attempts)
+        advisor, implementer, summariser = self._roles(ctx, client)
         telemetry: RecordJournal[IterationRow] = RecordJournal(
             ctx.run_dir, ITERATIONS_STEM, IterationRow, key=lambda r: (r.step, r.island)
         )
@@ -189,7 +219,7 @@ class PACEvolveAgent(Agent):
         )
         state = self._restore(ctx) or self._start(ctx)
         self._state = state
-        engine = IslandEngine(ctx.task, cfg, state, advisor, implementer, summariser, ctx.log)
+        engine = self._engine(ctx, state, advisor, implementer, summariser)
         last_flush = time.monotonic()
         try:
             while not ctx.out_of_budget():
@@ -206,7 +236,7 @@ class PACEvolveAgent(Agent):
                                 ev.evaluations,
                                 ev.detail,
                             )
-                ctx.save_checkpoint(state.model_dump(mode="json"))
+                ctx.save_checkpoint(self._snapshot(state))
                 for obs in self.observers:
                     obs.on_step(state.step, rows)
                 if state.empty_steps >= cfg.max_empty_steps:
@@ -275,9 +305,18 @@ class PACEvolveAgent(Agent):
                 state, isl, self.cfg, ctx.task, step, r is not None and r.ok, r is not None and r.evaluated
             )
             rows.append(self._row(ctx, isl, d, r, info, mo, proposals.get(isl.index), step))
+        self._after_step(ctx, state, drafts, results)
         state.empty_steps = 0 if proposals else state.empty_steps + 1
         state.compact()
         return rows
+
+    def _after_step(  # noqa: B027 - optional hook
+        self, ctx: AgentContext, state: SearchState, drafts: list[Draft], results: dict[int, Result]
+    ) -> None:
+        """Hook after the step's results are absorbed, before unreferenced programs are dropped.
+
+        The synchronisation point where a trained advisor is updated.
+        """
 
     def _evaluate(
         self, ctx: AgentContext, state: SearchState, drafts: list[Draft], step: int

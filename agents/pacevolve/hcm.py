@@ -89,6 +89,8 @@ def apply_classification(island: IslandState, c: Classification, step: int) -> s
 def already_tried(island: IslandState, hypothesis: str) -> bool:
     """Whether the same hypothesis (up to case, spacing and punctuation) is in the global log."""
     key = normalize(hypothesis)
+    if not key:  # no words to compare: every such hypothesis would collide
+        return False
     return any(normalize(e.hypothesis) == key for e in island.log)
 
 

@@ -176,7 +176,7 @@ class IslandEngine:
             idea = hcm.find_idea(isl, d.selection.idea_id)
             if idea is None:  # a custom advisor may return an unknown id
                 raise ProposalError("idea_selection", f"idea {d.selection.idea_id} is not in the pool")
-            if hcm.already_tried(isl, d.selection.hypothesis) or (
+            if (cfg.skip_repeats and hcm.already_tried(isl, d.selection.hypothesis)) or (
                 cfg.idea_filter and self.advisor.is_repeat(view, d.selection)
             ):
                 d.outcome, d.error = "repeat", "the hypothesis repeats the global log"

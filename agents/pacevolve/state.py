@@ -181,6 +181,9 @@ class SearchState(_Model):
     """Consecutive steps without a candidate to evaluate."""
     evaluations: int = 0
     """Evaluations made in the run so far (the initial program included)."""
+    pinned: list[str] = []
+    """Programs (sha256) kept by :meth:`compact` although no island refers to them (e.g. a
+    learning agent's PUCT archive)."""
 
     def add_program(self, source: str, score: float | None) -> ProgramRef:
         """Store a program's text and return a reference to it."""
@@ -222,6 +225,7 @@ class SearchState(_Model):
             versions.update(k for s in isl.snapshots for k in s.ideas)
             if isl.crossover_parent is not None:
                 used.add(isl.crossover_parent.sha)
+        used.update(self.pinned)
         self.programs = {k: v for k, v in self.programs.items() if k in used}
         self.idea_versions = {k: v for k, v in self.idea_versions.items() if k in versions}
 

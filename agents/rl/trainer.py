@@ -78,12 +78,23 @@ class TrainerConfig:
 class Trainer:
     """Drives a :class:`PolicyBackend` and writes ``train.parquet`` and checkpoints in ``run_dir``."""
 
-    def __init__(self, backend: PolicyBackend, config: TrainerConfig, run_dir: Path) -> None:
-        """Set up (nothing is read until :meth:`resume`)."""
+    def __init__(
+        self, backend: PolicyBackend, config: TrainerConfig, run_dir: Path, state_dir: Path | None = None
+    ) -> None:
+        """Set up (nothing is read until :meth:`resume`).
+
+        Args:
+            backend: The policy backend.
+            config: Loop settings.
+            run_dir: Where ``train.parquet`` is written.
+            state_dir: Where ``checkpoints/`` and ``latest.json`` go (default: ``run_dir``).
+        """
         self.backend = backend
         self.config = config
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir = Path(state_dir) if state_dir is not None else self.run_dir
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log = TrainLog(self.run_dir)
         self.step = 0
 
@@ -120,6 +131,21 @@ class Trainer:
         Raises:
             ValueError: If groups and rewards do not match or a reward is not finite.
         """
+        return self.update_candidates([[[c] for c in g] for g in groups], rewards)
+
+    def update_candidates(
+        self, groups: Sequence[Sequence[Sequence[Completion]]], rewards: Sequence[np.ndarray]
+    ) -> TrainRow:
+        """Like :meth:`update_on`, for candidates made of several policy calls.
+
+        ``groups[g][i]`` holds every completion that produced candidate ``i`` of group ``g``
+        (e.g. an advisor's idea, classification and selection answers); the candidate's
+        advantage is computed from the group's rewards and broadcast to all of its completions'
+        tokens. A group with fewer than two candidates is skipped (no baseline exists).
+
+        Raises:
+            ValueError: If groups and rewards do not match or a reward is not finite.
+        """
         t0 = time.perf_counter()
         if len(groups) != len(rewards):
             raise ValueError("one reward array per group is needed")
@@ -134,13 +160,20 @@ class Trainer:
         for group, r in zip(groups, rewards, strict=True):
             r = np.asarray(r, dtype=np.float64)
             if r.shape != (len(group),) or not np.all(np.isfinite(r)):
-                raise ValueError("rewards must be finite, one per completion")
-            a = compute_advantages(self.config.estimator, r, **params)
+                raise ValueError("rewards must be finite, one per candidate")
+            if len(group) < 2:
+                reasons.append(f"group of {len(group)} candidate(s): no baseline")
+                continue
+            group_params = dict(params)
+            if "k" in group_params:  # k <= N (a budget-cut group can be smaller than planned)
+                group_params["k"] = min(int(group_params["k"]), len(group))
+            a = compute_advantages(self.config.estimator, r, **group_params)
             if isinstance(a, Skip):
                 reasons.append(a.reason)
                 continue
-            batch.extend(group)
-            advs.extend(float(x) for x in a)
+            for calls, adv in zip(group, a, strict=True):
+                batch.extend(calls)
+                advs.extend(float(adv) for _ in calls)
         all_r = np.concatenate([np.asarray(r, dtype=np.float64) for r in rewards]) if rewards else np.zeros(0)
         adv_arr = np.asarray(advs, dtype=np.float64)
         if not batch:
@@ -185,7 +218,7 @@ class Trainer:
         Raises:
             OSError: If writing fails (the previous checkpoint stays the latest).
         """
-        root = self.run_dir / "checkpoints"
+        root = self.state_dir / "checkpoints"
         root.mkdir(exist_ok=True)
         final = root / f"step-{self.step:06d}"
         tmp = root / f".step-{self.step:06d}.tmp"
@@ -202,7 +235,7 @@ class Trainer:
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         fsync_dir(root)
-        atomic_write_json(self.run_dir / LATEST, {"step": self.step, "dir": final.name})
+        atomic_write_json(self.state_dir / LATEST, {"step": self.step, "dir": final.name})
         kept = sorted(p for p in root.iterdir() if p.name.startswith("step-"))
         for old in kept[: -self.config.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
@@ -218,19 +251,44 @@ class Trainer:
             FileNotFoundError: If ``latest.json`` names a missing checkpoint.
             ValueError: If the checkpoint is unreadable.
         """
-        latest = self.run_dir / LATEST
+        latest = self.state_dir / LATEST
         if not latest.exists():
             self.log.load(upto_step=0)
             return False
         info = json.loads(latest.read_text())
-        ckpt = self.run_dir / "checkpoints" / str(info["dir"])
+        ckpt = self.state_dir / "checkpoints" / str(info["dir"])
         if not ckpt.is_dir():
             raise FileNotFoundError(f"checkpoint {ckpt} named by {latest} is missing")
+        self._load(ckpt)
+        return True
+
+    def restore_step(self, step: int) -> None:
+        """Go back to the state after ``step`` updates (0: the fresh adapter, already in place).
+
+        Used when an agent's own checkpoint is older than the trainer's latest one (a crash
+        between the two writes): the trainer rejoins the agent's step.
+
+        Raises:
+            FileNotFoundError: If no checkpoint of that step is kept.
+            ValueError: If ``step`` is negative or the trainer has advanced past 0 with step 0 asked.
+        """
+        if step < 0:
+            raise ValueError("step must be >= 0")
+        if step == 0:
+            if self.step != 0 or self.backend.adapter_version != 0:
+                raise ValueError("cannot go back to step 0 once the adapter was updated in this process")
+            self.log.load(upto_step=0)
+            return
+        ckpt = self.state_dir / "checkpoints" / f"step-{step:06d}"
+        if not ckpt.is_dir():
+            raise FileNotFoundError(f"no trainer checkpoint for step {step} in {ckpt.parent}")
+        self._load(ckpt)
+
+    def _load(self, ckpt: Path) -> None:
         state = json.loads((ckpt / "trainer.json").read_text())
         self.backend.load_state(ckpt, int(state["adapter_version"]))
         self.step = int(state["step"])
         self.log.load(upto_step=self.step)
-        return True
 
 
 def _jsonable(config: TrainerConfig) -> dict[str, Any]:

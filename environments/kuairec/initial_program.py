@@ -26,7 +26,10 @@ class Recommender(nn.Module):
         self.positions = nn.Embedding(max_seq_len, dim)
         self.log_decay = nn.Parameter(torch.tensor(float(DECAY_INIT)).log())
         self.mlp = nn.Sequential(
-            nn.Linear(dim, HIDDEN_MULT * dim), nn.GELU(), nn.Dropout(DROPOUT), nn.Linear(HIDDEN_MULT * dim, dim)
+            nn.Linear(dim, HIDDEN_MULT * dim),
+            nn.GELU(),
+            nn.Dropout(DROPOUT),
+            nn.Linear(HIDDEN_MULT * dim, dim),
         )
         self.norm = nn.LayerNorm(dim)
         nn.init.normal_(self.items.weight, std=0.1)

@@ -106,6 +106,8 @@ def run(
     max_cost_usd: float | None = None,
     agent_config: str = "{}",
     model: str | None = None,
+    advisor_model: str | None = None,
+    implementer_model: str | None = None,
     mode: Mode = "warm",
     results_dir: Path = Path("results"),
     leaderboard_dir: Path = Path("leaderboards"),
@@ -126,6 +128,11 @@ def run(
         agent_config: JSON object of agent configuration overrides.
         model: LLM for every role of an LLM agent (litellm model string, e.g. ``gemini/gemini-2.5-pro``
             or ``offline/pacevolve`` for the offline proposer); sets the config field ``model``.
+        advisor_model: The advisor: a litellm model for ``pacevolve``; for the learning agents the
+            trainable policy (``smollm2-135m``, ``tiny-random``, a ``.gguf`` file, a directory or
+            an HF id); sets ``advisor_model``.
+        implementer_model: litellm model (or ``offline/pacevolve``) that writes the code; sets
+            ``implementer_model``.
         mode: ``warm`` (zygote fork per candidate) or ``cold`` (fresh interpreter per candidate).
         results_dir: Where run directories are created.
         leaderboard_dir: Where the finished run's leaderboard row is appended.
@@ -160,6 +167,13 @@ def run(
                     err_console.print(f"bench: error: agent {cls.name!r} does not use an LLM (--model)")
                     return EXIT_USAGE
                 overrides["model"] = model
+            for key, value in (("advisor_model", advisor_model), ("implementer_model", implementer_model)):
+                if value is None:
+                    continue
+                if key not in cls.Config.model_fields:
+                    err_console.print(f"bench: error: agent {cls.name!r} has no {key.replace('_', '-')}")
+                    return EXIT_USAGE
+                overrides[key] = value
             ag = cls(cls.Config.model_validate(overrides))
         except ValueError as e:
             err_console.print(f"bench: error: bad --agent-config: {e}")
@@ -193,19 +207,25 @@ def run(
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("best {task.fields[best]}"),
+        TextColumn("{task.fields[train]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
         disable=no_progress,
     )
-    task = progress.add_task(v.id, total=total, best="-")
+    task = progress.add_task(v.id, total=total, best="-", train="")
+    train_fields = getattr(ag, "progress_fields", None)
     best: list[float | None] = [None]
 
     def on_result(ev: Evaluated) -> None:
         s = ev.result.score
         if s is not None and (best[0] is None or (s > best[0] if v.maximize else s < best[0])):
             best[0] = s
-        progress.update(task, advance=1, best=fmt(best[0], 6))
+        train = ""
+        if callable(train_fields):  # learning agents: step, last mean reward, adapter version
+            f = train_fields()
+            train = " ".join(f"{k} {x}" for k, x in f.items())
+        progress.update(task, advance=1, best=fmt(best[0], 6), train=train)
 
     try:
         with (

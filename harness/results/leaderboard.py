@@ -201,7 +201,13 @@ def build_leaderboard_row(
         git_commit=info.git_commit,
         package_versions_json=json.dumps(info.package_versions, sort_keys=True),
         cost_usd=math.fsum(r.cost_usd for r in rows),
+        adapter_version=_int_or_none(info.agent_summary.get("adapter_version")),
+        agent_summary_json=json.dumps(info.agent_summary, sort_keys=True) if info.agent_summary else None,
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _summarize_group(variant: str, agent: str, g: pd.DataFrame) -> dict[str, Any]:

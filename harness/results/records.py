@@ -92,6 +92,9 @@ class RunInfo(_Record):
     """Evaluations journaled so far."""
     command: list[str] = Field(default_factory=list)
     """Command line that started the run."""
+    agent_summary: dict[str, Any] = Field(default_factory=dict)
+    """What the agent reports about itself at the end (a learning agent: adapter version,
+    trainer steps, skipped updates); JSON values only."""
 
     _finite_best = field_validator("best_score")(_check_finite)
 
@@ -262,6 +265,10 @@ class LeaderboardRow(_Record):
     """JSON of the installed package versions."""
     cost_usd: float = Field(default=0.0, ge=0.0)
     """Total LLM cost of the run in US dollars."""
+    adapter_version: int | None = None
+    """Final adapter version of a learning agent's trained policy (None: nothing trained)."""
+    agent_summary_json: str | None = None
+    """JSON of the agent's end-of-run summary (``RunInfo.agent_summary``); None for older rows."""
 
     _finite_best = field_validator("best_score")(_check_finite)
 

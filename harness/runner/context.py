@@ -196,6 +196,13 @@ class Agent(ABC):
         """LLM role -> model string, for the run record (empty for LLM-free agents)."""
         return {}
 
+    def run_summary(self) -> dict[str, Any]:
+        """What the agent reports about itself when the run ends (JSON values).
+
+        E.g. a trained adapter's version; stored in ``run.json`` and on the leaderboard row.
+        """
+        return {}
+
     def preflight(self) -> None:  # noqa: B027 - optional hook
         """Check the configuration before a run directory is created (e.g. provider keys present).
 

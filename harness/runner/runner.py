@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -166,12 +167,17 @@ def drive(
         rows = store.rows()
         store.flush_parquet()
         best = ctx.best.result.score if ctx.best is not None else None
+        try:
+            summary = json.loads(json.dumps(agent.run_summary()))
+        except Exception as e:  # a summary must never cost the run its record
+            summary = {"error": f"run_summary failed: {type(e).__name__}: {e}"}
         final = store.info.model_copy(
             update={
                 "status": status,
                 "ended_at": utc_now_iso(),
                 "best_score": best,
                 "n_evaluations": len(rows),
+                "agent_summary": summary,
             }
         )
         store.write_info(final)

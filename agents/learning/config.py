@@ -1,0 +1,207 @@
+"""Configuration of the learning agents: one model, four presets (notes ``seed-pacevolve-pp.md`` §2).
+
+Every knob the papers leave open (Table 1 of PACEvolve++ was lost) is a field here, and the
+resolved configuration is frozen into ``run.json``. The presets differ only in their defaults:
+
+| preset | estimator | clip (lo/hi) | KL | state reuse |
+|---|---|---|---|---|
+| ``pacevolve++`` | ``phase_mix`` (alpha linear 0 -> 1, k = 4) | DAPO 0.2 / 0.28 | none | scaffold |
+| ``thetaevolve`` | ``grpo`` | 0.2 / 0.2 | none | scaffold |
+| ``ttt-discover`` | ``entropic`` (adaptive beta, ln 2) | none (IS, token sum) | shaping 0.1 | PUCT c = 1 |
+| ``maxk`` | ``sloo_minus_one`` (k = 4) | 0.2 / 0.28 | none | scaffold |
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from agents.pacevolve.config import PACEvolveConfig
+from agents.rl.estimators import ESTIMATORS
+
+Target = Literal["advisor", "end-to-end"]
+GroupMode = Literal["across-islands", "same-state"]
+StateReuse = Literal["scaffold", "puct"]
+SamplerBackend = Literal["auto", "hf", "vllm"]
+
+
+class LearningConfig(PACEvolveConfig):
+    """A PACEvolve scaffold whose advisor (or, end to end, whole policy) is trained online by RL."""
+
+    model: str = "gemini/gemini-2.5-pro"
+    """litellm model of the frozen roles (implementer and summariser unless overridden)."""
+    advisor_model: str | None = "smollm2-135m"
+    """The trainable policy: ``tiny-random``, ``smollm2-135m``, a ``.gguf`` file, a directory or an
+    HF id (offline cache)."""
+    implementer_model: str | None = None
+    """litellm model (or ``offline/pacevolve``) that turns hypotheses into code (target
+    ``advisor``); defaults to ``model``."""
+    summariser_model: str | None = None
+    """litellm model for idea summaries; defaults to the implementer's model."""
+
+    islands: int = Field(default=8, ge=2)
+    """Search threads; each proposes one candidate per step, and the step's candidates form the
+    rollout group (``group = across-islands``)."""
+    ideas_per_generation: int = Field(default=1, ge=1)
+    """Ideas the advisor brainstorms per iteration (each is then classified: one policy call each)."""
+
+    target: Target = "advisor"
+    """What the policy writes: ``advisor`` (hypotheses; a frozen implementer writes the code, the
+    seeds' setting) or ``end-to-end`` (the policy also writes the code, as the original
+    ThetaEvolve and TTT-Discover did)."""
+    group: GroupMode = "across-islands"
+    """Rollout group: the step's candidates across islands (PACEvolve++), or ``group_size``
+    samples from each of ``states_per_step`` states (``same-state``, the originals)."""
+    group_size: int = Field(default=8, ge=2)
+    """Samples per state (``same-state`` only)."""
+    states_per_step: int = Field(default=1, ge=1)
+    """States expanded per step (``same-state`` only; one group each)."""
+    state_reuse: StateReuse = "scaffold"
+    """Parent choice: the scaffold's own (working best, backtracking, crossover) or TTT-Discover's
+    PUCT over all scored programs (lineage blocked within a step)."""
+    puct_c: float = Field(default=1.0, ge=0.0)
+    """PUCT exploration coefficient (TTT-Discover: 1.0)."""
+    puct_children_per_parent: int = Field(default=2, ge=1)
+    """Children kept per expanded parent at the end of a step (TTT-Discover: 2)."""
+    puct_capacity: int = Field(default=1000, ge=1)
+    """Archive size (TTT-Discover: 1000; initial states are never evicted)."""
+
+    estimator: str = "phase_mix"
+    """Advantage estimator (``agents.rl.estimators``)."""
+    k: int = Field(default=4, ge=2)
+    """Subset size of ``sloo_minus_one`` / ``pkpo`` / ``phase_mix`` (clamped to the group size)."""
+    eps_num: float = Field(default=1e-6, gt=0.0)
+    """epsilon added to standard deviations (GRPO, per-branch standardisation)."""
+    eps_skip: float = Field(default=1e-8, ge=0.0)
+    """A weighted ``phase_mix`` branch whose std falls below this skips the update."""
+    skip_unused_branch: bool = False
+    """Also skip when a ``phase_mix`` branch with weight 0 collapsed (the paper is ambiguous)."""
+    gamma: float = Field(default=math.log(2), gt=0.0)
+    """Entropic KL target gamma for the adaptive beta (TTT-Discover: ln 2)."""
+    alpha_start: float = Field(default=0.0, ge=0.0, le=1.0)
+    """``phase_mix`` alpha at the first step."""
+    alpha_end: float = Field(default=1.0, ge=0.0, le=1.0)
+    """``phase_mix`` alpha at the last planned step (linear ramp)."""
+    total_steps: int | None = Field(default=None, ge=1)
+    """Planned steps (the alpha ramp's length); None: from the evaluation budget."""
+
+    clip: bool = True
+    """PPO-style clipped ratio; False: unclipped importance sampling (TTT-Discover)."""
+    clip_eps_lo: float = Field(default=0.2, ge=0.0, lt=1.0)
+    """Lower clip bound 1 - eps_lo."""
+    clip_eps_hi: float = Field(default=0.28, ge=0.0)
+    """Upper clip bound 1 + eps_hi (DAPO clip-higher 0.28)."""
+    loss_aggregation: Literal["token_mean", "seq_mean", "token_sum"] = "token_mean"
+    """Loss aggregation over the group's advisor tokens (PACEvolve++ Eq. 6: token mean)."""
+    kl_mode: Literal["none", "shaping", "loss"] = "none"
+    """KL to the base policy: none, advantage shaping (TTT-Discover) or a k3 loss term."""
+    kl_coef: float = Field(default=0.0, ge=0.0)
+    """KL coefficient lambda (TTT-Discover: 0.1; 0.01 for algorithm engineering)."""
+    tis_cap: float | None = Field(default=None, gt=0.0)
+    """Truncated importance weight cap against sampler/learner mismatch (None: off)."""
+
+    lr: float = Field(default=1e-4, gt=0.0)
+    """AdamW learning rate of the LoRA adapter."""
+    lora_r: int = Field(default=8, ge=1)
+    """LoRA rank."""
+    lora_alpha: int = Field(default=16, ge=1)
+    """LoRA alpha."""
+    lora_targets: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"], min_length=1)
+    """Modules that get LoRA adapters (peft ``target_modules``; e.g. add ``lm_head``)."""
+    max_grad_norm: float = Field(default=1.0, gt=0.0)
+    """Gradient-norm clip."""
+    micro_batch: int = Field(default=4, ge=1)
+    """Sequences per learner forward/backward."""
+    policy_temperature: float = Field(default=1.0, gt=0.0)
+    """Sampling temperature of the trained policy (PACEvolve++: 1; the learner uses the same)."""
+    policy_max_new_tokens: int = Field(default=96, ge=1)
+    """Tokens the policy may write per call (``end-to-end`` code calls get four times as many)."""
+    max_prompt_tokens: int = Field(default=1024, ge=16)
+    """Prompt tokens kept per policy call: longer prompts lose their middle (head and tail stay)."""
+    lenient_parsing: bool = True
+    """When the policy breaks an answer format, read the whole answer as the idea / hypothesis
+    instead of failing the iteration (small advisors rarely follow formats at first; the
+    fallback is counted in ``advisor_fallbacks``). False: a broken format is a failure (R = -1)."""
+    policy_backend: SamplerBackend = "auto"
+    """Sampler: ``hf`` (transformers, CPU or one GPU), ``vllm`` (GPU), ``auto`` (vLLM when a CUDA
+    GPU and vLLM are present, else transformers)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Learner device (``auto``: CUDA when available)."""
+    vllm_gpu_memory_utilization: float = Field(default=0.45, gt=0.0, lt=1.0)
+    """Fraction of GPU memory vLLM may take (the learner needs the rest)."""
+
+    reward_c: float = Field(default=5.0, gt=0.0)
+    """Progress reward scale c (R = c * u(y)^alpha_r; PACEvolve++: 5)."""
+    reward_alpha: float = Field(default=1.0, gt=0.0)
+    """Progress reward exponent alpha_r (PACEvolve++: 1)."""
+    reward_fail: float = -1.0
+    """Reward of a failed, unparsable or non-finite candidate, or of an iteration without one."""
+    reward_y_min: float | None = None
+    """Explicit lower score bound (with ``reward_y_max``); default: the variant's progress bounds."""
+    reward_y_max: float | None = None
+    """Explicit upper score bound."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LearningConfig:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {self.estimator!r}; choose one of {sorted(ESTIMATORS)}")
+        if (self.reward_y_min is None) != (self.reward_y_max is None):
+            raise ValueError("give both reward_y_min and reward_y_max, or neither")
+        if self.reward_y_min is not None and self.reward_y_max is not None:
+            if not self.reward_y_min < self.reward_y_max:
+                raise ValueError("reward_y_min must be below reward_y_max")
+        if self.kl_mode != "none" and self.kl_coef <= 0:
+            raise ValueError(f"kl_mode {self.kl_mode!r} needs kl_coef > 0")
+        if not self.advisor_model:
+            raise ValueError("advisor_model (the trainable policy) is required")
+        return self
+
+    def role_models(self) -> dict[str, str]:
+        """Role -> model: the advisor is the policy, the summariser follows the implementer."""
+        implementer = self.implementer_model or self.model
+        roles = {
+            "advisor": f"policy:{self.advisor_model}",
+            "implementer": implementer,
+            "summariser": self.summariser_model or implementer,
+        }
+        if self.target == "end-to-end":
+            roles["implementer"] = roles["advisor"]
+        return roles
+
+    def candidates_per_step(self) -> int:
+        """Candidates one step proposes (the rollout batch)."""
+        if self.group == "same-state":
+            return self.group_size * self.states_per_step
+        return self.islands
+
+
+class PACEvolvePPConfig(LearningConfig):
+    """PACEvolve++: phase-adaptive mix of Dr.GRPO and SLOO k-1, DAPO clipping, no KL."""
+
+
+class ThetaEvolveConfig(LearningConfig):
+    """ThetaEvolve as an advisor-training baseline: GRPO with population std, symmetric PPO clip."""
+
+    estimator: str = "grpo"
+    clip_eps_hi: float = Field(default=0.2, ge=0.0)
+    """Upper clip bound (symmetric PPO, the usual 0.2; the papers leave it open)."""
+
+
+class TTTDiscoverConfig(LearningConfig):
+    """TTT-Discover: adaptive entropic objective, KL shaping and PUCT state reuse."""
+
+    estimator: str = "entropic"
+    clip: bool = False
+    loss_aggregation: Literal["token_mean", "seq_mean", "token_sum"] = "token_sum"
+    kl_mode: Literal["none", "shaping", "loss"] = "shaping"
+    kl_coef: float = Field(default=0.1, ge=0.0)
+    """KL shaping coefficient lambda (0.1; TTT-Discover used 0.01 for algorithm engineering)."""
+    state_reuse: StateReuse = "puct"
+
+
+class MaxKConfig(LearningConfig):
+    """Max@k (PKPO): the SLOO k-1 best-of-k estimator, clip 0.2 / 0.28, no KL."""
+
+    estimator: str = "sloo_minus_one"

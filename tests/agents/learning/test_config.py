@@ -1,0 +1,124 @@
+"""Presets, configuration checks and the sampler choice of the learning agents."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agents.learning.agent import PRESETS, planned_steps, reward_of
+from agents.learning.config import (
+    LearningConfig,
+    MaxKConfig,
+    PACEvolvePPConfig,
+    ThetaEvolveConfig,
+    TTTDiscoverConfig,
+)
+from agents.learning.policy_backend import estimator_params, resolve_sampler
+from agents.registry import agent_ids, get_agent_class
+from harness.envs.registry import default_registry
+from harness.runner.context import Budget
+
+
+def test_presets_are_registered_with_their_defaults() -> None:
+    assert {"pacevolve", "pacevolve++", "thetaevolve", "ttt-discover", "maxk"} <= set(agent_ids())
+    assert {cls.name for cls in PRESETS} == {"pacevolve++", "thetaevolve", "ttt-discover", "maxk"}
+    pp, theta, ttt, maxk = PACEvolvePPConfig(), ThetaEvolveConfig(), TTTDiscoverConfig(), MaxKConfig()
+    assert (pp.estimator, pp.clip_eps_lo, pp.clip_eps_hi, pp.kl_mode) == ("phase_mix", 0.2, 0.28, "none")
+    assert (pp.alpha_start, pp.alpha_end, pp.state_reuse) == (0.0, 1.0, "scaffold")
+    assert (theta.estimator, theta.clip_eps_hi, theta.kl_mode) == ("grpo", 0.2, "none")
+    assert (ttt.estimator, ttt.clip, ttt.kl_mode, ttt.kl_coef, ttt.state_reuse) == (
+        "entropic",
+        False,
+        "shaping",
+        0.1,
+        "puct",
+    )
+    assert ttt.puct_c == 1.0 and ttt.puct_children_per_parent == 2 and math.isclose(ttt.gamma, math.log(2))
+    assert (maxk.estimator, maxk.k) == ("sloo_minus_one", 4)
+    assert get_agent_class("pacevolve++").Config is PACEvolvePPConfig
+
+
+def test_role_models_name_policy_and_implementer() -> None:
+    cfg = PACEvolvePPConfig(advisor_model="tiny-random", implementer_model="offline/pacevolve")
+    assert cfg.role_models() == {
+        "advisor": "policy:tiny-random",
+        "implementer": "offline/pacevolve",
+        "summariser": "offline/pacevolve",
+    }
+    e2e = PACEvolvePPConfig(
+        advisor_model="tiny-random", implementer_model="offline/pacevolve", target="end-to-end"
+    )
+    assert e2e.role_models()["implementer"] == "policy:tiny-random"
+    agent = get_agent_class("maxk")(cfg)
+    assert agent.llm_models() == {"implementer": "offline/pacevolve", "summariser": "offline/pacevolve"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"estimator": "nope"}, "unknown estimator"),
+        ({"kl_mode": "shaping", "kl_coef": 0.0}, "kl_coef"),
+        ({"reward_y_min": 0.0}, "both"),
+        ({"reward_y_min": 1.0, "reward_y_max": 1.0}, "below"),
+        ({"islands": 1}, "greater than or equal"),
+        ({"advisor_model": ""}, "advisor_model"),
+        ({"no_such_field": 1}, "Extra inputs"),
+    ],
+)
+def test_bad_configs_are_rejected(overrides: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        LearningConfig.model_validate(overrides)
+
+
+def test_vllm_without_gpu_names_the_cpu_alternative(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agents.learning.policy_backend as pb
+
+    monkeypatch.setattr(pb, "cuda_available", lambda: False)
+    with pytest.raises(ValueError, match="policy_backend.*hf"):
+        resolve_sampler(LearningConfig(policy_backend="vllm"))
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        resolve_sampler(LearningConfig(device="cuda"))
+    assert resolve_sampler(LearningConfig()) == ("hf", "cpu")
+    agent = get_agent_class("pacevolve++")(
+        PACEvolvePPConfig(policy_backend="vllm", implementer_model="offline/x")
+    )
+    with pytest.raises(ValueError, match="transformers"):
+        agent.preflight()
+
+
+def test_preflight_rejects_a_missing_policy(tmp_path) -> None:
+    cfg = PACEvolvePPConfig(
+        advisor_model=str(tmp_path / "missing.gguf"), implementer_model="offline/pacevolve"
+    )
+    with pytest.raises(ValueError, match="GGUF file not found"):
+        get_agent_class("pacevolve++")(cfg).preflight()
+    cfg = PACEvolvePPConfig(advisor_model="not-a-model", implementer_model="offline/pacevolve")
+    with pytest.raises(ValueError, match="neither"):
+        get_agent_class("pacevolve++")(cfg).preflight()
+
+
+def test_estimator_params_and_planned_steps() -> None:
+    assert estimator_params(ThetaEvolveConfig(eps_num=1e-3)) == {"eps": 1e-3}
+    assert estimator_params(TTTDiscoverConfig())["gamma"] == pytest.approx(math.log(2))
+    assert estimator_params(MaxKConfig(k=3)) == {"k": 3}
+    assert set(estimator_params(PACEvolvePPConfig())) == {"k", "eps_num", "eps_skip", "skip_unused_branch"}
+
+    class Ctx:
+        budget = Budget(max_evaluations=41)
+
+    assert planned_steps(PACEvolvePPConfig(islands=8), Ctx()) == 5  # type: ignore[arg-type]
+    assert planned_steps(PACEvolvePPConfig(islands=8, total_steps=9), Ctx()) == 9  # type: ignore[arg-type]
+    assert planned_steps(PACEvolvePPConfig(group="same-state", group_size=4, states_per_step=2), Ctx()) == 5  # type: ignore[arg-type]
+
+
+def test_reward_is_progress_normalised_and_failures_are_minus_one() -> None:
+    from harness.runner.runner import task_spec
+
+    task = task_spec(default_registry().get("selftest-bandit"))
+    cfg = PACEvolvePPConfig()
+    assert reward_of(cfg, task, 1.0) == pytest.approx(5.0)
+    assert reward_of(cfg, task, 0.5) == pytest.approx(2.5)
+    assert reward_of(cfg, task, 7.0) == pytest.approx(5.0)  # clamped
+    assert reward_of(cfg, task, None) == -1.0
+    assert reward_of(cfg, task, float("nan")) == -1.0
