@@ -116,10 +116,12 @@ class LearningConfig(PACEvolveConfig):
     """Sequences per learner forward/backward."""
     policy_temperature: float = Field(default=1.0, gt=0.0)
     """Sampling temperature of the trained policy (PACEvolve++: 1; the learner uses the same)."""
-    policy_max_new_tokens: int = Field(default=96, ge=1)
+    policy_max_new_tokens: int = Field(default=64, ge=1)
     """Tokens the policy may write per call (``end-to-end`` code calls get four times as many)."""
-    max_prompt_tokens: int = Field(default=1024, ge=16)
-    """Prompt tokens kept per policy call: longer prompts lose their middle (head and tail stay)."""
+    max_prompt_tokens: int = Field(default=512, ge=16)
+    """Prompt tokens kept per policy call: longer prompts lose their middle (head and tail stay).
+    The default suits a CPU (the learner back-propagates through every prompt token); raise it on
+    a GPU so the advisor sees the whole program and idea pool."""
     lenient_parsing: bool = True
     """When the policy breaks an answer format, read the whole answer as the idea / hypothesis
     instead of failing the iteration (small advisors rarely follow formats at first; the

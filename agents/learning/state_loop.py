@@ -117,6 +117,7 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
     agent.archive = archive
     idea = Idea(id=1, description=GOAL)
     last_flush = time.monotonic()
+    empty = 0
     try:
         while not ctx.out_of_budget():
             st.step += 1
@@ -174,6 +175,10 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
             st.archive = archive.to_json()
             st.trainer_step = trainer.step
             ctx.save_checkpoint(st.model_dump(mode="json"))
+            empty = 0 if new else empty + 1
+            if empty >= cfg.max_empty_steps:
+                ctx.log.warning("%s: no candidate in %d consecutive steps; stopping", agent.name, empty)
+                break
             if time.monotonic() - last_flush > FLUSH_EVERY_S:
                 client.ledger.flush()
                 last_flush = time.monotonic()

@@ -8,6 +8,8 @@ one full forward at the same temperature, so both sides compute the same quantit
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import time
 from collections.abc import Sequence
@@ -41,6 +43,14 @@ class OptimSettings:
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     micro_batch: int = 8
+
+
+def _plain_head(model: Any) -> bool:
+    """Whether logits are exactly ``lm_head(decoder(x))`` (no soft-capping or scaling after the head)."""
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "final_logit_softcapping", None) is not None or getattr(cfg, "logit_scale", None):
+        return False
+    return callable(getattr(model, "get_decoder", None)) and model.get_output_embeddings() is not None
 
 
 def _pad(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:
@@ -100,6 +110,8 @@ class HFBackend(PolicyBackend):
             self.params, lr=self.optim.lr, betas=self.optim.betas, weight_decay=self.optim.weight_decay
         )
         self.adapter_version = 0
+        forward = self.model.get_base_model().forward
+        self._keeps_logits = "logits_to_keep" in inspect.signature(forward).parameters
 
     # ----------------------------------------------------------------- sampling
     @torch.no_grad()
@@ -122,7 +134,8 @@ class HFBackend(PolicyBackend):
         if not prompt:
             raise ValueError("empty prompt")
         ids = torch.tensor([prompt] * n, dtype=torch.long, device=self.device)
-        out = self.model(input_ids=ids, use_cache=True)
+        keep = {"logits_to_keep": 1} if self._keeps_logits else {}  # no [n, P, V] prefill logits
+        out = self.model(input_ids=ids, use_cache=True, **keep)
         past = out.past_key_values
         logits = out.logits[:, -1, :].float()
         tokens: list[list[int]] = [[] for _ in range(n)]
@@ -164,17 +177,7 @@ class HFBackend(PolicyBackend):
         attn = torch.zeros_like(ids)
         for i, r in enumerate(rows):
             attn[i, : len(r)] = 1
-        if adapter:
-            logits = self.model(input_ids=ids, attention_mask=attn).logits
-        else:
-            with self.model.disable_adapter():
-                logits = self.model(input_ids=ids, attention_mask=attn).logits
-        logp_all = torch.log_softmax(logits[:, :-1, :].float() / temperature, dim=-1)
-        targets = ids[:, 1:]
-        logp = logp_all.gather(2, targets[:, :, None]).squeeze(2)
-        with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-        # Position t of the shifted tensors predicts token t + 1; completion j sits at P + j.
+        # Position t predicts token t + 1; completion token j sits at P + j, so it is predicted at P - 1 + j.
         width = max(len(c.token_ids) for c in batch)
         mask = torch.zeros(len(batch), width, device=self.device)
         idx = torch.zeros(len(batch), width, dtype=torch.long, device=self.device)
@@ -182,8 +185,26 @@ class HFBackend(PolicyBackend):
             p, m = len(c.prompt_ids), len(c.token_ids)
             mask[i, :m] = 1.0
             idx[i, :m] = torch.arange(p - 1, p - 1 + m, device=self.device)
-        out = logp.gather(1, idx) * mask
-        ent = entropy.gather(1, idx) * mask
+        targets = ids.gather(1, idx + 1)
+        with contextlib.ExitStack() as stack:
+            if not adapter:
+                stack.enter_context(self.model.disable_adapter())
+            base = self.model.get_base_model()
+            if _plain_head(base):
+                # The vocabulary projection only where completion tokens are predicted: the prompt's
+                # [B, L, V] logits (GBs for long prompts) are never built.
+                hidden = base.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
+                h = hidden.gather(1, idx[:, :, None].expand(-1, -1, hidden.shape[-1]))
+                logits = base.get_output_embeddings()(h)
+            else:
+                logits = self.model(input_ids=ids, attention_mask=attn).logits
+                logits = logits.gather(1, idx[:, :, None].expand(-1, -1, logits.shape[-1]))
+        logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+        logp = logp_all.gather(2, targets[:, :, None]).squeeze(2)
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        out = logp * mask
+        ent = entropy * mask
         return out, ent, mask
 
     def score(self, completions: Sequence[Completion], temperature: float) -> list[np.ndarray]:
