@@ -13,6 +13,7 @@ Group ``same-state`` runs :mod:`agents.learning.state_loop` instead (the origina
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import tempfile
 from pathlib import Path
@@ -134,6 +135,9 @@ class LearningAgent(PACEvolveAgent):
                 the CPU alternative), or the policy reference cannot be resolved.
             LLMConfigError: If a frozen role's provider key is missing.
         """
+        missing = [m for m in ("transformers", "peft") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ValueError(f"the learning agents need {' and '.join(missing)}: pip install 'evobench[rl]'")
         resolve_sampler(self.lcfg)
         try:
             check_reference(str(self.lcfg.advisor_model))
