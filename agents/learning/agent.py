@@ -176,7 +176,9 @@ class LearningAgent(PACEvolveAgent):
         return Path(self._tmp.name)
 
     def setup_policy(self, ctx: AgentContext, on_call: Any) -> PolicySampler:
-        """Load the policy, its backend and trainer (fresh; a checkpoint is applied on restore).
+        """Load the policy, its backend and trainer.
+
+        A checkpoint is applied on restore; a fresh run resets the trainer's files in ``_start``.
 
         Raises:
             ValueError: If the sampler cannot run here.
@@ -196,7 +198,6 @@ class LearningAgent(PACEvolveAgent):
         self.trainer = build_trainer(
             cfg, backend, run_dir, run_dir / STATE_DIRNAME, int(seed), planned_steps(cfg, ctx)
         )
-        self.trainer.restore_step(0)
         return PolicySampler(
             backend,
             policy,
@@ -253,6 +254,11 @@ class LearningAgent(PACEvolveAgent):
             "fallbacks": dict(self._policy_advisor.fallbacks) if self._policy_advisor else {},
         }
         return data
+
+    def _start(self, ctx: AgentContext) -> SearchState:
+        assert self.trainer is not None
+        self.trainer.restore_step(0)  # a fresh run: drop what an earlier attempt may have left
+        return super()._start(ctx)
 
     def _restore_extra(self, data: dict[str, Any]) -> None:
         extra = data.pop("learning", None)

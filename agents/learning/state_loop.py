@@ -106,6 +106,7 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
         archive = PUCTArchive.from_json(st.archive)
         ctx.log.info("%s: resumed at step %d", agent.name, st.step)
     else:
+        trainer.restore_step(0)
         first = ctx.evaluate([Proposal(source=ctx.task.initial_program, iteration=0)])
         sha = program_sha256(ctx.task.initial_program)
         st = SameStateCheckpoint(base_seed=ctx.rng.getrandbits(31))
