@@ -25,7 +25,6 @@ from pydantic import BaseModel
 from agents.base import AgentContext
 from agents.pacevolve.agent import PACEvolveAgent
 from agents.pacevolve.island import Draft, IslandEngine, Result
-from agents.pacevolve.llm_roles import LLMImplementer, LLMSummariser
 from agents.pacevolve.roles import Advisor, Implementer, Summariser
 from agents.pacevolve.state import IslandState, ProgramRef, SearchState
 from agents.rl.diagnostics import TrainRow
@@ -119,10 +118,6 @@ class LearningAgent(PACEvolveAgent):
         return self.config
 
     # -- models and checks ------------------------------------------------------------------------
-    def models(self) -> dict[str, str]:
-        """Role -> model; the trained roles read ``policy:<reference>``."""
-        return self.lcfg.role_models()
-
     def llm_models(self) -> dict[str, str]:
         """The roles served through litellm (the trained ones are not)."""
         return {r: m for r, m in self.models().items() if not m.startswith("policy:")}
@@ -222,12 +217,9 @@ class LearningAgent(PACEvolveAgent):
             lenient=cfg.lenient_parsing,
             novelty_hint_pool_size=cfg.novelty_hint_pool_size,
         )
-        implementer: Implementer
+        _, implementer, summariser = super()._roles(ctx, client)  # the frozen roles
         if cfg.target == "end-to-end":
             implementer = PolicyImplementer(sampler, max_new_tokens=4 * cfg.policy_max_new_tokens)
-        else:
-            implementer = self._implementer or LLMImplementer(client, max_fix_attempts=cfg.max_fix_attempts)
-        summariser = self._summariser or LLMSummariser(client, max_attempts=cfg.max_attempts)
         return self._policy_advisor, implementer, summariser
 
     def _engine(

@@ -11,12 +11,13 @@ checkpoint holds the archive, its programs and the trainer step it goes with.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from agents.base import AgentContext, Proposal
+from agents.pacevolve.agent import FLUSH_EVERY_S
 from agents.pacevolve.llm_roles import LLMImplementer
 from agents.pacevolve.roles import Implementer, IslandView, ProposalError, Selection
 from agents.pacevolve.state import Idea, derive_seed
@@ -24,15 +25,12 @@ from harness.evaluation.result import program_sha256
 from harness.llm.ledger import LLMCallRow
 from harness.llm.offline import register_operators
 
+from .agent import LearningAgent, reward_of
 from .policy_roles import PolicyAdvisor, PolicyImplementer
 from .puct import PUCTArchive
 
-if TYPE_CHECKING:
-    from .agent import LearningAgent
-
 GOAL = "Improve the program's combined score; propose one concrete change to the EVOLVE-BLOCK code."
 """The single idea a same-state prompt offers (there is no idea pool in this loop)."""
-FLUSH_EVERY_S = 10.0
 
 
 class SameStateCheckpoint(BaseModel):
@@ -55,8 +53,6 @@ class SameStateCheckpoint(BaseModel):
 
 
 def _archive(agent: LearningAgent, ctx: AgentContext, known: dict[str, float | None]) -> PUCTArchive:
-    from .agent import reward_of
-
     cfg = agent.lcfg
     c = cfg.puct_c if cfg.state_reuse == "puct" else 0.0
     archive = PUCTArchive(c=c, children_per_parent=cfg.puct_children_per_parent, capacity=cfg.puct_capacity)
@@ -72,8 +68,6 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
         BudgetExhausted: When the budget runs out.
         ValueError: If the sampler cannot run here or the reward bounds are degenerate.
     """
-    from .agent import reward_of
-
     cfg = agent.lcfg
     register_operators(ctx.task.env_id, list(ctx.task.mutations))
     client = agent._client(ctx)

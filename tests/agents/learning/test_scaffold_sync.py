@@ -52,7 +52,8 @@ def test_ttt_discover_takes_parents_from_puct_and_checkpoints_the_archive(run_ag
     assert archive  # the PUCT buffer travels with the scaffold state
     train = pd.read_parquet(run_dir / "train.parquet")
     assert ckpt["learning"]["trainer_step"] == len(train)
-    assert train["kl"].notna().all() or train["skipped"].any()  # KL shaping is reported on updates
+    updated = train[~train["skipped"]]
+    assert len(updated) >= 1 and updated["kl"].notna().all()  # KL shaping is reported on every update
     lb = pd.read_parquet(run_dir.parent.parent / "lb" / "selftest_bandit.parquet")
     row = lb.iloc[-1]
     assert json.loads(row["models_json"])["advisor"] == "policy:tiny-random"
@@ -67,8 +68,9 @@ def test_same_state_groups(run_agent, target: str) -> None:
     out, run_dir = run_agent(ag, "selftest-bandit", max_evaluations=17)
     assert out.info.status == "finished"
     train = pd.read_parquet(run_dir / "train.parquet")
-    # a random model writes no applicable edit end to end: two empty steps end the run
-    assert len(train) == (2 if target == "end-to-end" else len(train)) and len(train) >= 1
+    assert len(train) >= 1
+    if target == "end-to-end":  # a random model writes no applicable edit: two empty steps end the run
+        assert len(train) == 2
     calls = pd.read_parquet(run_dir / "llm_calls.parquet")
     policy = calls[calls["kind"] == "trainable policy"]
     role = "advisor" if target == "advisor" else "implementer"
@@ -102,6 +104,6 @@ def test_trainer_rejoins_an_older_scaffold_checkpoint(tmp_path) -> None:
     )
     again.restore_step(2)  # the agent's checkpoint was written after step 2; the trainer had reached 3
     assert again.step == 2 and fresh.adapter_version == 2
-    assert list(again.log.rows[-1].values())[0] == 2 or again.log.rows[-1]["step"] == 2
+    assert [r["step"] for r in again.log.rows] == [1, 2]
     with pytest.raises(FileNotFoundError, match="no trainer checkpoint for step 1"):
         again.restore_step(1)  # only the last two are kept

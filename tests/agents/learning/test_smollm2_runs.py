@@ -135,9 +135,8 @@ def test_end_to_end_target_smollm2_writes_the_code(tmp_path: Path) -> None:
     calls = pd.read_parquet(run_dir / "llm_calls.parquet")
     policy = calls[calls["kind"] == "trainable policy"]
     assert {"advisor", "implementer"} <= set(policy["role"])
-    assert not (calls["model"] == "offline/pacevolve").any() or set(
-        calls.loc[calls["model"] == "offline/pacevolve", "role"]
-    ) == {"summariser"}
+    # the policy wrote the code: the offline proposer answered summaries at most
+    assert set(calls.loc[calls["model"] == "offline/pacevolve", "role"]) <= {"summariser"}
     train = pd.read_parquet(run_dir / "train.parquet")
     assert len(train) >= 1
     iters = pd.read_parquet(run_dir / "pacevolve_iterations.parquet")
