@@ -6,10 +6,11 @@ from harness.envs.registry import UnknownIdError, unknown_id_message
 
 from .base import Agent
 from .learning.agent import PRESETS
+from .pace import PACEAgent
 from .pacevolve import PACEvolveAgent
 from .random_search import RandomSearchAgent
 
-_CLASSES: tuple[type[Agent], ...] = (RandomSearchAgent, PACEvolveAgent, *PRESETS)
+_CLASSES: tuple[type[Agent], ...] = (RandomSearchAgent, PACEvolveAgent, *PRESETS, PACEAgent)
 AGENTS: dict[str, type[Agent]] = {cls.name: cls for cls in _CLASSES}
 
 

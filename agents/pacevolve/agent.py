@@ -113,9 +113,13 @@ class PACEvolveAgent(Agent):
             cache_dir=cache_dir,
             max_cost_usd=min(caps) if caps else None,
         )
-        client = LLMClient(self.llm_models(), settings, ledger=Ledger(ctx.run_dir))
+        client = self._make_client(settings, Ledger(ctx.run_dir))
         client.add_listener(self._attribute)
         return client
+
+    def _make_client(self, settings: LLMSettings, ledger: Ledger) -> LLMClient:
+        """The LLM client of the run (subclasses may wrap the calls)."""
+        return LLMClient(self.llm_models(), settings, ledger=ledger)
 
     def _attribute(self, row: LLMCallRow) -> None:
         """Charge a call to its island until that island's next evaluated candidate carries it."""

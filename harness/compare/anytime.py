@@ -17,11 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from harness.scoring.subset import SUFFIX_MARK
+
 Axis = Literal["evaluations", "wall_s", "cost_usd"]
 """Budget axes of an anytime curve."""
 AXES: tuple[Axis, ...] = ("evaluations", "wall_s", "cost_usd")
 
-_READ = ["run_id", "seq", "status", "score", "cost_usd"]
+_READ = ["run_id", "seq", "status", "score", "cost_usd", "env_id"]
 _TIMES = ["started_at", "finished_at"]
 
 
@@ -78,7 +80,8 @@ def best_so_far(table: pa.Table, *, maximize: bool) -> pd.DataFrame:
         One row per evaluation, sorted by run and ``seq``, with ``run_id`` (categorical),
         ``evaluations`` (1-based count), ``cost_usd`` (cumulative), ``wall_s`` (seconds from the
         run's first submission to the latest finish so far; only with times) and ``best`` (best
-        ``ok`` score so far, NaN before the first).
+        ``ok`` score so far, NaN before the first). Validation-subset rows (env id
+        ``<id>~subset-...``) count as evaluations but never as scores.
     """
     if table.num_rows == 0:
         return pd.DataFrame({"run_id": pd.Categorical([]), "evaluations": [], "cost_usd": [], "best": []})
@@ -94,6 +97,9 @@ def best_so_far(table: pa.Table, *, maximize: bool) -> pd.DataFrame:
         return arr if presorted else arr[order]
 
     ok = pc.fill_null(pc.equal(table["status"], "ok"), False).to_numpy(zero_copy_only=False)
+    if "env_id" in table.column_names:  # a subset score is not comparable with full scores
+        subset = pc.fill_null(pc.match_substring(table["env_id"], SUFFIX_MARK), False)
+        ok = ok & ~subset.to_numpy(zero_copy_only=False)
     score = np.where(ok, pc.fill_null(table["score"], np.nan).to_numpy(zero_copy_only=False), np.nan)
     codes, score = col(codes), col(score).astype(np.float64)
     cost = col(pc.fill_null(table["cost_usd"], 0.0).to_numpy(zero_copy_only=False).astype(np.float64))

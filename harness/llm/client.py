@@ -158,6 +158,7 @@ class LLMClient:
         stage: str = "",
         step: int = -1,
         thread: int = -1,
+        temperature: float | None = None,
     ) -> LLMResponse:
         """Send a chat request for ``role`` and return the response text.
 
@@ -168,6 +169,7 @@ class LLMClient:
             stage: Label recorded in the ledger.
             step: Agent step recorded in the ledger.
             thread: Island / thread recorded in the ledger.
+            temperature: Sampling temperature of this request (None: the settings' temperature).
 
         Returns:
             The response.
@@ -180,6 +182,8 @@ class LLMClient:
         """
         model = self.model_for(role)
         params = self._params()
+        if temperature is not None:
+            params["temperature"] = temperature
         key = request_key(model, messages, params, seed)
         tags: dict[str, Any] = {"role": role, "model": model, "stage": stage, "step": step, "thread": thread}
         kind = KIND_OFFLINE if is_offline(model) else KIND_LLM

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from harness.envs.manifest import Direction, Progress
 from harness.evaluation.result import Status
 from harness.scoring.progress import normalized_progress
+from harness.scoring.subset import is_subset_id
 from harness.stats.estimators import mean_sem
 
 from .atomic import atomic_write_parquet, lock_file, makedirs_durable, unlock_file
@@ -176,7 +177,10 @@ def build_leaderboard_row(
         raise ValueError(
             f"run {info.run_id} is on {info.env_id}@{info.env_hash}, not {variant.id}@{variant.hash}"
         )
-    scores = [r.score for r in rows if r.status is Status.OK and r.score is not None]
+    # validation-subset rows (``<id>~subset-...``) spend budget but their scores are not full scores
+    scores = [
+        r.score for r in rows if r.status is Status.OK and r.score is not None and not is_subset_id(r.env_id)
+    ]
     maximize = variant.direction is Direction.MAXIMIZE
     best = (max(scores) if maximize else min(scores)) if scores else None
     progress = normalized_progress(best, variant.progress.y_init, variant.progress.y_target)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.envs.manifest import Direction, Language, MetricSpec, Progress
 from harness.evaluation.result import EvalResult, Status
+from harness.scoring.subset import SubsetRequest
 
 
 class BudgetExhausted(Exception):
@@ -59,6 +60,9 @@ class TaskSpec:
     """Progress bounds (y_init, y_target)."""
     mutations: tuple[Any, ...] = ()
     """Offline mutation operators the environment provides (``harness.program.mutate``)."""
+    subset_unit: str = ""
+    """What a validation subset draws from (e.g. ``workload windows``); empty when the
+    environment can only score full evaluations (see ``AgentContext.evaluate(subset=...)``)."""
 
     @property
     def maximize(self) -> bool:
@@ -135,13 +139,23 @@ class AgentContext(ABC):
     """The run directory (for agent-owned records such as ``llm_calls.parquet``); None in unit tests."""
 
     @abstractmethod
-    def evaluate(self, proposals: Sequence[Proposal]) -> list[Evaluated]:
+    def evaluate(
+        self, proposals: Sequence[Proposal], *, subset: SubsetRequest | None = None
+    ) -> list[Evaluated]:
         """Evaluate a batch in parallel through the sandbox; every candidate is recorded.
 
         The batch is cut to the evaluations left in the budget.
 
+        Args:
+            proposals: The programs to evaluate.
+            subset: Score on this seeded subset of the variant's units instead of the full
+                evaluation (only when ``task.subset_unit`` is set). Such evaluations count toward
+                the budget and are recorded under the derived variant id, but never as the
+                run's best (a subset score is not comparable with full scores).
+
         Raises:
             BudgetExhausted: If no evaluation, time or cost is left before the batch starts.
+            ValueError: If ``subset`` is given and the task cannot score subsets.
         """
 
     @property

@@ -6,7 +6,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.envs.registry import Variant
@@ -14,6 +14,7 @@ from harness.evaluation.result import EvalResult, Status
 from harness.results.records import CandidateRow, utc_now_iso
 from harness.results.store import RunStore
 from harness.sandbox.base import Sandbox
+from harness.scoring.subset import SubsetRequest, is_subset_id
 
 from .context import AgentContext, Budget, BudgetExhausted, Evaluated, ProgressCallback, Proposal, TaskSpec
 
@@ -54,9 +55,15 @@ class RunContext(AgentContext):
         store: RunStore,
         backend: Sandbox,
         on_result: ProgressCallback | None = None,
+        resolve_env: Callable[[str], Variant] | None = None,
     ) -> None:
-        """Wire the context to a run store and a sandbox backend."""
+        """Wire the context to a run store and a sandbox backend.
+
+        ``resolve_env`` resolves derived (validation-subset) variant ids; default: the installed
+        environments' registry.
+        """
         self.task, self.variant, self.budget, self.seed = task, variant, budget, seed
+        self._resolve_env = resolve_env
         self.rng = random.Random(seed)
         self.log = logging.getLogger(f"agent.{store.info.agent}")
         self.store, self.backend, self.on_result = store, backend, on_result
@@ -90,12 +97,34 @@ class RunContext(AgentContext):
         self._cost += cost_usd
 
     # -- evaluation -----------------------------------------------------------------------------
-    def evaluate(self, proposals: Sequence[Proposal]) -> list[Evaluated]:
+    def _variant_for(self, subset: SubsetRequest | None) -> Variant:
+        if subset is None:
+            return self.variant
+        if not self.task.subset_unit:
+            raise ValueError(
+                f"{self.variant.id} cannot score validation subsets (its family declares no subset_unit)"
+            )
+        resolve = self._resolve_env
+        if resolve is None:
+            from harness.envs.registry import default_registry
+
+            resolve = default_registry().get
+        return resolve(self.variant.id + subset.to_id_suffix())
+
+    def evaluate(
+        self, proposals: Sequence[Proposal], *, subset: SubsetRequest | None = None
+    ) -> list[Evaluated]:
         """Evaluate a batch (cut to the budget); replays journaled results on resume.
+
+        With ``subset`` the batch is scored on that seeded subset of the variant's units (the
+        derived variant ``<id>~subset-<seed>-<size>``); those rows count toward the budget but
+        never become the run's best.
 
         Raises:
             BudgetExhausted: If nothing is left of the budget.
+            ValueError: If ``subset`` is given and the variant cannot score subsets.
         """
+        variant = self._variant_for(subset)
         if self.out_of_budget():
             raise BudgetExhausted("budget exhausted")
         batch = list(proposals)[: self.remaining_evaluations]
@@ -105,7 +134,7 @@ class RunContext(AgentContext):
         fresh: list[tuple[int, Proposal]] = []
         for seq, p in zip(seqs, batch, strict=True):
             row = self._journal.get(seq)
-            if row is not None and row.program_sha256 == _sha(p.source):
+            if row is not None and row.program_sha256 == _sha(p.source) and row.env_id == variant.id:
                 out[seq] = Evaluated(seq, p, result_from_row(row, self.variant), replayed=True)
                 self.replayed += 1
                 self._note(out[seq])
@@ -115,7 +144,7 @@ class RunContext(AgentContext):
                 fresh.append((seq, p))
         if fresh:
             started = utc_now_iso()
-            futures = {self.backend.submit(self.variant, p.source): (seq, p) for seq, p in fresh}
+            futures = {self.backend.submit(variant, p.source): (seq, p) for seq, p in fresh}
             from concurrent.futures import as_completed
 
             for fut in as_completed(futures):
@@ -150,7 +179,8 @@ class RunContext(AgentContext):
     def _note(self, ev: Evaluated) -> None:
         r = ev.result
         if (
-            r.status is Status.OK
+            not is_subset_id(r.env_id)
+            and r.status is Status.OK
             and r.score is not None
             and (self._best is None or self.task.better(r.score, self._best.result.score or 0.0))
         ):
@@ -187,7 +217,12 @@ class RunContext(AgentContext):
         self._next_seq = max(self._next_seq, seq)
         for s in range(seq):
             row = self._journal.get(s)
-            if row is not None and row.status is Status.OK and row.score is not None:
+            if (
+                row is not None
+                and row.status is Status.OK
+                and row.score is not None
+                and not is_subset_id(row.env_id)
+            ):
                 ev = Evaluated(s, Proposal(source=""), result_from_row(row, self.variant), replayed=True)
                 if self._best is None or self.task.better(row.score, self._best.result.score or 0.0):
                     self._best = ev

@@ -61,6 +61,7 @@ def task_spec(variant: Variant) -> TaskSpec:
         metrics=variant.metrics,
         progress=variant.progress,
         mutations=mutations,
+        subset_unit=getattr(variant, "subset_unit", ""),
     )
 
 

@@ -133,28 +133,9 @@ class HFBackend(PolicyBackend):
     ) -> list[Completion]:
         if not prompt:
             raise ValueError("empty prompt")
-        ids = torch.tensor([prompt] * n, dtype=torch.long, device=self.device)
-        keep = {"logits_to_keep": 1} if self._keeps_logits else {}  # no [n, P, V] prefill logits
-        out = self.model(input_ids=ids, use_cache=True, **keep)
-        past = out.past_key_values
-        logits = out.logits[:, -1, :].float()
-        tokens: list[list[int]] = [[] for _ in range(n)]
-        logps: list[list[float]] = [[] for _ in range(n)]
-        done = [False] * n
-        for _ in range(max_new):
-            logp = torch.log_softmax(logits / temperature, dim=-1)
-            nxt = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(1)
-            chosen = logp.gather(1, nxt[:, None]).squeeze(1)
-            for i in range(n):
-                if not done[i]:
-                    tokens[i].append(int(nxt[i]))
-                    logps[i].append(float(chosen[i]))
-                    done[i] = int(nxt[i]) == self.eos_id
-            if all(done):
-                break
-            out = self.model(input_ids=nxt[:, None], past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            logits = out.logits[:, -1, :].float()
+        tokens, logps, done = sample_tokens(
+            self.model, prompt, n, max_new, temperature, gen, self.eos_id, keep_one_logit=self._keeps_logits
+        )
         return [
             Completion(
                 prompt_ids=tuple(prompt),
@@ -350,3 +331,53 @@ class HFBackend(PolicyBackend):
         self.load_adapter(path / "adapter", version)
         state = torch.load(path / "optimizer.pt", map_location=self.device, weights_only=True)
         self.optimizer.load_state_dict(state)
+
+
+@torch.no_grad()
+def sample_tokens(
+    model: Any,
+    prompt: list[int],
+    n: int,
+    max_new: int,
+    temperature: float,
+    gen: torch.Generator,
+    eos_id: int,
+    *,
+    keep_one_logit: bool,
+) -> tuple[list[list[int]], list[list[float]], list[bool]]:
+    """KV-cached sampling of ``n`` continuations of one prompt.
+
+    Draws from ``softmax(logits / T)`` and records ``log_softmax(logits / T)`` of each drawn
+    token; ``temperature <= 0`` decodes greedily (log-probs at T = 1).
+
+    Returns:
+        Token ids, their log-probs and whether each continuation ended on ``eos_id``.
+    """
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompt] * n, dtype=torch.long, device=device)
+    keep = {"logits_to_keep": 1} if keep_one_logit else {}  # no [n, P, V] prefill logits
+    out = model(input_ids=ids, use_cache=True, **keep)
+    past = out.past_key_values
+    logits = out.logits[:, -1, :].float()
+    tokens: list[list[int]] = [[] for _ in range(n)]
+    logps: list[list[float]] = [[] for _ in range(n)]
+    done = [False] * n
+    for _ in range(max_new):
+        if temperature > 0:
+            logp = torch.log_softmax(logits / temperature, dim=-1)
+            nxt = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(1)
+        else:
+            logp = torch.log_softmax(logits, dim=-1)
+            nxt = logp.argmax(dim=-1)
+        chosen = logp.gather(1, nxt[:, None]).squeeze(1)
+        for i in range(n):
+            if not done[i]:
+                tokens[i].append(int(nxt[i]))
+                logps[i].append(float(chosen[i]))
+                done[i] = int(nxt[i]) == eos_id
+        if all(done):
+            break
+        out = model(input_ids=nxt[:, None], past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        logits = out.logits[:, -1, :].float()
+    return tokens, logps, done
