@@ -100,7 +100,7 @@ def model_as_model_new(source: str) -> str:
     return "".join(lines)
 
 
-_HEADER = '''"""KernelBench {rel} (pinned commit), its reference Model renamed ModelNew: make it faster.
+_HEADER = '''"""KernelBench problem {rel}, its reference Model renamed ModelNew: make it faster.
 
 Keep the constructor and forward signatures and create parameters in the same order (they are
 initialised from the same seed as the reference). get_inputs/get_init_inputs here are for your
