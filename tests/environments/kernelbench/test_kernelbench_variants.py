@@ -24,7 +24,10 @@ COMMIT = "6500bbc8cf102520d7a8f09be34ee6d5db1c29b0"
 # id -> (KernelBench file at COMMIT, PACEvolve target speedup); seed notes §5.2, App. D order.
 PACEVOLVE = {
     "kernelbench-batchnorm": ("level1/33_BatchNorm.py", 3.0),
-    "kernelbench-conv3d-div-max-avgpool-bias-sum": ("level2/8_Conv3d_Divide_Max_GlobalAvgPool_BiasAdd_Sum.py", 3.0),
+    "kernelbench-conv3d-div-max-avgpool-bias-sum": (
+        "level2/8_Conv3d_Divide_Max_GlobalAvgPool_BiasAdd_Sum.py",
+        3.0,
+    ),
     "kernelbench-conv3d-max-logsumexp-relu": ("level2/43_Conv3d_Max_LogSumExp_ReLU.py", 5.0),
     "kernelbench-convtranspose2d-bias-clamp-scale-div": (
         "level2/2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py",
@@ -39,11 +42,15 @@ PACEVOLVE = {
     "kernelbench-vgg16": ("level3/11_VGG16.py", 6.0),
     "kernelbench-mean-reduction": ("level1/48_Mean_reduction_over_a_dimension.py", 3.5),
     "kernelbench-rnn": ("level3/33_VanillaRNN.py", 4.0),
-    "kernelbench-bmm-instancenorm-sum-residual-mul": ("level2/28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply.py", 2.5),
+    "kernelbench-bmm-instancenorm-sum-residual-mul": (
+        "level2/28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply.py",
+        2.5,
+    ),
     "kernelbench-alexnet": ("level3/5_AlexNet.py", 8.0),
     "kernelbench-layernorm": ("level1/40_LayerNorm.py", 25.0),
 }
 BENCH = [sys.executable, "-m", "harness.cli.main"]
+IDENTITY = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
 
 
 def bench(*args: str, data_root: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -98,7 +105,9 @@ def test_initial_program_is_the_problem_with_model_renamed(
     with pytest.raises(DataMissingError, match="bench data fetch kernelbench"):
         _ = v.initial_program
     path, want = problem_path(v)
-    assert path == family_data_dir("kernelbench") / "KernelBench-6500bbc8" / "KernelBench/level3/33_VanillaRNN.py"
+    assert path == family_data_dir("kernelbench") / "KernelBench-6500bbc8" / "KernelBench" / "level3" / (
+        "33_VanillaRNN.py"
+    )
     path.parent.mkdir(parents=True)
     text = fixture_kb.texts["KernelBench/level3/33_VanillaRNN.py"]
     path.write_text(text)
@@ -163,7 +172,7 @@ def test_archive_source_must_list_its_files() -> None:
 
 def test_eval_without_data_names_the_fetch_command(tmp_path: Path) -> None:
     prog = tmp_path / "p.py"
-    prog.write_text("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    prog.write_text(IDENTITY)
     r = bench("eval", "--env", "kernelbench-gelu", str(prog), data_root=tmp_path / "empty", cwd=tmp_path)
     assert r.returncode == 2
     assert "bench data fetch kernelbench" in r.stderr and "26_GELU_.py" in r.stderr
@@ -180,8 +189,10 @@ def test_eval_on_cpu_fails_fast_naming_the_a100(tmp_path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("# fixture\n")
     prog = tmp_path / "p.py"
-    prog.write_text("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
-    r = bench("eval", "--env", "kernelbench-gelu", str(prog), "--json", data_root=tmp_path / "data", cwd=tmp_path)
+    prog.write_text(IDENTITY)
+    r = bench(
+        "eval", "--env", "kernelbench-gelu", str(prog), "--json", data_root=tmp_path / "data", cwd=tmp_path
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     res = json.loads(r.stdout)
     assert res["status"] == "infra_error"
