@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -198,3 +199,17 @@ def test_eval_on_cpu_fails_fast_naming_the_a100(tmp_path: Path) -> None:
     assert res["status"] == "infra_error"
     assert "needs an NVIDIA A100 GPU" in res["reason"] and OVERRIDE_ENV in res["reason"]
     assert res["durations"]["candidate"] == 0.0
+
+
+def test_run_report_uses_the_first_evaluated_program_when_data_is_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pandas as pd
+
+    from harness.report.run_report import _initial_program
+
+    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path / "empty"))
+    info = SimpleNamespace(env_id="kernelbench-gelu", env_hash="0" * 16)
+    store = SimpleNamespace(info=info, get_program={"a1": "FIRST", "b2": "LATER"}.__getitem__)
+    cands = pd.DataFrame({"seq": [2, 1], "program_sha256": ["b2", "a1"]})
+    assert _initial_program(store, cands) == ("FIRST", "first evaluated program")  # type: ignore[arg-type]
