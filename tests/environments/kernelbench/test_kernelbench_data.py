@@ -11,6 +11,7 @@ from harness.cli import commands_info
 from harness.cli.main import main
 from harness.envs.data import ChecksumError, family_data_dir, fetch_source, sha256_file
 from harness.envs.data_import import import_data
+from harness.envs.manifest import DataSource
 from harness.evaluation.result import Status
 from harness.sandbox.local import LocalBackend
 from harness.scoring.device import OVERRIDE_ENV
@@ -27,7 +28,7 @@ def data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def _source(kb: FixtureKB):  # type: ignore[no-untyped-def]
+def _source(kb: FixtureKB) -> DataSource:
     ((_, source),) = kb.registry().get("kernelbench-gelu").data
     return source
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from environments.kernelbench.problems import model_as_model_new, problem_path
 from harness.envs.data import ChecksumError, DataMissingError, family_data_dir, sha256_file
@@ -152,6 +156,29 @@ def test_rename_touches_only_the_model_identifier() -> None:
         model_as_model_new("x = 1\n")
     with pytest.raises(ValueError, match="ModelNew"):
         model_as_model_new("class Model: pass\nclass ModelNew: pass\n")
+
+
+_NAME = st.sampled_from(("Model", "MyModel", "Model_", "model", "Modelx", "x"))
+
+
+@given(st.lists(st.tuples(_NAME, _NAME, _NAME), min_size=1))
+def test_rename_changes_exactly_the_model_name_tokens(rows: list[tuple[str, str, str]]) -> None:
+    src = "".join(f"{a} = {b}.{c}  # {a} {c}\nt = '{b} Model'\n" for a, b, c in rows)
+    has_model = any(t.string == "Model" for t in _tokens(src) if t.type == tokenize.NAME)
+    if not has_model:
+        with pytest.raises(ValueError, match="no Model"):
+            model_as_model_new(src)
+        return
+    out = model_as_model_new(src)
+    before, after = _tokens(src), _tokens(out)
+    assert len(before) == len(after)
+    for b, a in zip(before, after, strict=True):
+        want = "ModelNew" if b.type == tokenize.NAME and b.string == "Model" else b.string
+        assert (a.type, a.string) == (b.type, want)
+
+
+def _tokens(src: str) -> list[tokenize.TokenInfo]:
+    return list(tokenize.generate_tokens(io.StringIO(src).readline))
 
 
 def test_content_hash_follows_the_pinned_checksum(fixture_kb: FixtureKB) -> None:
