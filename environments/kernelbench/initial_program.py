@@ -2,8 +2,8 @@
 
 The variant's problem file (shown in the prompt) defines ``Model``; write ``ModelNew`` with the same
 constructor and forward signature, creating parameters in the same order (they are initialised
-from the same seed). This initial program is a placeholder that the variant's own problem
-replaces at run time: see ``prompt.md``.
+from the same seed). This is the starting program of ``kernelbench-tiny`` only; every other
+variant starts from its own problem file with ``Model`` renamed ``ModelNew`` (``problems.py``).
 """
 
 import torch

@@ -16,12 +16,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.envs.data import DataMissingError
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
 from harness.kernels.session import DriverParams, KernelSession
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
 from harness.scoring.device import DeviceChoice, choose_device
 
+from .problems import problem_path, problem_source
 from .static_checks import static_check
 
 _INPUT_SEED = 42  # KernelBench's seed_num; mixed with the per-evaluation secret
@@ -58,17 +60,20 @@ class KernelBenchScorer(Scorer):
     """See the module docstring; parameters in ``env.toml``."""
 
     def prepare(self) -> None:
-        """Check the GPU, load the problem file (trusted code) and build the reference.
+        """Check the GPU, load the problem file (trusted code, sha256-pinned) and build the reference.
 
         Raises:
-            InfraError: Wrong GPU (no override), or a missing or malformed problem file.
+            InfraError: Wrong GPU (no override), or a malformed or altered problem file.
+            DataMissingError: The variant's problem file has not been fetched.
         """
         self.device: DeviceChoice = choose_device(self.variant.hardware.gpu)
-        path = self.variant.family_dir / str(self.params["problem"])
         try:
-            self.problem_source = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise InfraError(f"KernelBench problem file {path} is missing: {e}") from e
+            path, _ = problem_path(self.variant, self.data_dir)
+            self.problem_source = problem_source(self.variant, self.data_dir)
+        except DataMissingError:
+            raise
+        except (OSError, ValueError) as e:  # ValueError includes ChecksumError
+            raise InfraError(f"KernelBench problem of {self.variant.id}: {e}") from e
         ns: dict[str, Any] = {"__name__": "kernelbench_problem"}
         exec(compile(self.problem_source, str(path), "exec"), ns)  # trusted, pinned problem code
         for name in ("Model", "get_inputs", "get_init_inputs"):

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
@@ -194,6 +195,64 @@ def _fetch_one(url: str, dest: Path, want: str, download: Downloader) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _below_top(name: str) -> str:
+    """An archive member's path below the archive's single top directory (GitHub: ``repo-<sha>/``)."""
+    _, _, rest = name.lstrip("./").partition("/")
+    return rest
+
+
+def _fetch_members(url: str, dest_dir: Path, files: dict[str, str], download: Downloader) -> None:
+    """Download a tar.gz once and install only the listed members, all sha256-checked, all or nothing.
+
+    Members are read into memory (never extracted by path), so a hostile archive cannot write
+    outside ``dest_dir``; links and other non-files are ignored.
+    """
+    todo = {
+        rel: sha
+        for rel, sha in files.items()
+        if not ((dest_dir / rel).is_file() and sha256_file(dest_dir / rel) == sha)
+    }
+    if not todo:
+        return
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest_dir, prefix=".part-")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        download(url, tmp)
+        found: dict[str, bytes] = {}
+        try:
+            with tarfile.open(tmp, "r:gz") as tar:
+                for member in tar:
+                    rel = _below_top(member.name)
+                    fobj = tar.extractfile(member) if rel in todo and member.isfile() else None
+                    if fobj is not None:
+                        found[rel] = fobj.read()
+        except (tarfile.TarError, EOFError) as e:
+            raise ChecksumError(f"{url}: not a readable tar.gz archive ({e})") from e
+        lacking = sorted(set(todo) - set(found))
+        if lacking:
+            raise ChecksumError(f"{url}: the archive lacks {', '.join(lacking)}")
+        for rel, blob in sorted(found.items()):
+            got = hashlib.sha256(blob).hexdigest()
+            if got != todo[rel]:
+                raise ChecksumError(f"{url}: {rel}: sha256 {got} does not match expected {todo[rel]}")
+            dest = dest_dir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, part = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            staged.append((Path(part), dest))
+        for part_path, dest in staged:
+            os.replace(part_path, dest)
+        staged.clear()
+    finally:
+        tmp.unlink(missing_ok=True)
+        for part_path, _ in staged:
+            part_path.unlink(missing_ok=True)
+
+
 def fetch_source(family: str, source: DataSource, download: Downloader | None = None) -> Path:
     """Download one source into the cache (atomically) and verify or record its sha256.
 
@@ -201,13 +260,14 @@ def fetch_source(family: str, source: DataSource, download: Downloader | None = 
         family: Family name (cache subdirectory).
         source: The manifest's data source.
         download: Function ``(url, dest)``; replaceable in tests. Default: HTTP(S) with the
-            source's credentials (see :func:`auth_headers`).
+            source's credentials (see :func:`auth_headers`); ``file://`` URLs are read locally.
 
     Returns:
-        Path of the verified file.
+        Path of the verified file (or directory of a file set or archive).
 
     Raises:
-        ChecksumError: If the file does not match the pinned or recorded sha256 (it is deleted).
+        ChecksumError: If a file does not match the pinned or recorded sha256 (it is deleted), or
+            an archive is unreadable or lacks a listed file (nothing is installed).
         DataAccessError: Gated data without a token, or the token was refused.
         OSError: If the download fails.
     """
@@ -220,6 +280,9 @@ def fetch_source(family: str, source: DataSource, download: Downloader | None = 
     url = download_url(source)
     d = family_data_dir(family)
     d.mkdir(parents=True, exist_ok=True)
+    if source.archive:
+        _fetch_members(url, d / source.filename, source.files, download)
+        return d / source.filename
     if source.files:
         for rel, sha in sorted(source.files.items()):
             _fetch_one(f"{url.rstrip('/')}/{rel}", d / source.filename / rel, sha, download)

@@ -105,6 +105,16 @@ class DataSource(_Strict):
     ``HUGGING_FACE_HUB_TOKEN`` (and ``url`` may be redirected with ``HF_ENDPOINT``); empty: public."""
     access: str = ""
     """How to get access to gated data (shown when the token is missing or refused)."""
+    archive: Literal["", "tar.gz"] = ""
+    """``tar.gz``: ``url`` is one archive (e.g. a GitHub tarball at a pinned commit) and ``files``
+    are paths inside it below its single top directory; only those members are extracted, each
+    sha256-checked. Empty: ``url`` is the file, or the base URL of ``files``."""
+
+    @model_validator(mode="after")
+    def _archive_has_files(self) -> DataSource:
+        if self.archive and not self.files:
+            raise ValueError("an archive source must list the files to extract (files = {path = sha256})")
+        return self
 
 
 class VariantOverride(_Strict):
@@ -143,6 +153,11 @@ class FamilyManifest(_Strict):
     """File (relative to the family directory) with the task prompt shown to agents."""
     initial_program: str
     """File with the starting program."""
+    initial_program_from: str = ""
+    """``module:function`` deriving a variant's starting program from its data (e.g. KernelBench:
+    the problem's ``Model`` as ``ModelNew``); it gets the :class:`Variant` and returns the program
+    text, or None to keep ``initial_program``. Called lazily, so listing variants never needs data;
+    it raises ``DataMissingError`` when the data are not fetched. Its module is hashed."""
     language: Language
     """Language of candidate programs."""
     entry_point: str

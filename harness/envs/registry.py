@@ -65,8 +65,8 @@ class Variant:
     """Family description plus the variant's own line."""
     prompt: str
     """Task prompt text shown to agents."""
-    initial_program: str
-    """Text of the starting program."""
+    default_program: str
+    """Text of the family's ``initial_program`` file (see :attr:`initial_program`)."""
     initial_program_name: str
     """File name of the starting program (its suffix tells the language)."""
     language: Language
@@ -107,6 +107,22 @@ class Variant:
     """Directory of the family."""
     hash: str
     """Content hash (16 hex chars) of everything that can change this variant's scores."""
+    initial_program_from: str = ""
+    """``module:function`` deriving the starting program from the variant's data, or empty."""
+
+    @property
+    def initial_program(self) -> str:
+        """Text of the starting program: the family hook's (from fetched data), else the family file.
+
+        Raises:
+            DataMissingError: The hook needs data that has not been fetched (the message names
+                ``bench data fetch <family>``).
+        """
+        if self.initial_program_from:
+            derived = self.load_attr(self.initial_program_from)(self)
+            if derived is not None:
+                return str(derived)
+        return self.default_program
 
     @property
     def maximize(self) -> bool:
@@ -168,7 +184,8 @@ def _content_hash(manifest_bytes: bytes, resolved: dict[str, Any], family_dir: P
 def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
     fam = manifest.family
     family_dir = manifest_path.parent
-    module_files = [f"{ref.partition(':')[0]}.py" for ref in (fam.scorer, fam.mutations) if ref]
+    refs = (fam.scorer, fam.mutations, fam.initial_program_from)
+    module_files = [f"{ref.partition(':')[0]}.py" for ref in refs if ref]
     driver = [fam.sandbox_driver] if fam.sandbox_driver else []
     hashed = [fam.prompt, fam.initial_program, *module_files, *driver, *fam.hashed_files]
     raw = manifest_path.read_bytes()
@@ -192,7 +209,7 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
                 version=fam.version,
                 description=f"{fam.description} {ov.description}".strip(),
                 prompt=(family_dir / fam.prompt).read_text(encoding="utf-8"),
-                initial_program=(family_dir / fam.initial_program).read_text(encoding="utf-8"),
+                default_program=(family_dir / fam.initial_program).read_text(encoding="utf-8"),
                 initial_program_name=fam.initial_program,
                 language=fam.language,
                 entry_point=fam.entry_point,
@@ -217,6 +234,7 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
                 ),
                 family_dir=family_dir,
                 hash=_content_hash(raw, resolved, family_dir, hashed),
+                initial_program_from=fam.initial_program_from,
             )
         )
     return out

@@ -112,7 +112,7 @@ def _initial_program(store: RunStore, cands: pd.DataFrame) -> tuple[str, str] | 
             else f" (content {v.hash}; the run used {store.info.env_hash})"
         )
         return v.initial_program, f"initial program {v.initial_program_name}{note}"
-    except (UnknownIdError, KeyError):
+    except (UnknownIdError, KeyError, OSError, ValueError):  # also: derived from data not fetched here
         pass
     if cands.empty:
         return None
