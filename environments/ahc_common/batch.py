@@ -9,6 +9,10 @@ Score of one evaluation:
 * ``cases_ok``, ``cases_tle``, ``cases_runtime_error``, ``cases_invalid_output`` count the case
   statuses; ``compile_seconds`` and ``max_case_seconds`` are wall times on the trusted clock.
 
+A validation subset (scorer parameter ``subset``, see :mod:`harness.scoring.subset`) runs and
+scores only the drawn cases, in their order; the metrics are the same, over those cases (no extra
+metric: the four case-status counts sum to the number of cases scored).
+
 A failure stays confined to its case. Only when *no* case is scored does the evaluation itself
 fail, with the prevailing failure as its status (``invalid``, ``error`` or ``timeout``) and the
 first failing cases in the reason, so that an agent sees why instead of a bare 0.
@@ -25,6 +29,7 @@ from typing import Any
 
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
+from harness.scoring.subset import unit_indices
 
 from .inputs import read_file_set
 from .native import INVALID_OUTPUT, OK, RUNTIME_ERROR, TLE, Limits, compile_program, run_cases
@@ -78,7 +83,8 @@ class AhcScorer(Scorer):
     ``workers``, ``compile_timeout_s``, ``compile_memory_mb`` (see :class:`.native.Limits`);
     ``public_cases`` (how many of the pinned public inputs to use, seeds 0 .. n-1; needs the
     variant's data source); ``generated_cases`` and ``generated_seed`` (extra cases from the
-    family's generator, seeds ``generated_seed + k``); family-specific generator parameters.
+    family's generator, seeds ``generated_seed + k``); family-specific generator parameters;
+    ``subset`` (a validation subset of the cases, applied in :meth:`scored_cases`).
     """
 
     limits: Limits
@@ -151,22 +157,31 @@ class AhcScorer(Scorer):
         except ValueError as e:
             raise ValueError(f"{self.variant.id}: input {name} is malformed: {e}") from e
 
+    def scored_cases(self) -> list[Case]:
+        """The cases an evaluation runs: every case, or the drawn validation subset (in order).
+
+        Raises:
+            ValueError: If the ``subset`` parameter is malformed.
+        """
+        return [self.cases[i] for i in unit_indices(len(self.cases), self.params)]
+
     def run_and_judge(self, candidate: CandidateRuntime) -> tuple[list[CaseResult], float, float]:
-        """Compile, run every case, judge the outputs.
+        """Compile, run every scored case (:meth:`scored_cases`), judge the outputs.
 
         Returns:
             Per-case results, compile seconds, wall seconds of all case runs.
         """
+        cases = self.scored_cases()
         compile_seconds = compile_program(candidate, self.limits)
         t0 = time.perf_counter()
-        runs = run_cases(candidate, [c.input for c in self.cases], self.limits)
+        runs = run_cases(candidate, [c.input for c in cases], self.limits)
         run_seconds = time.perf_counter() - t0
         ok = [r for r in runs if r.status == OK]
-        verdicts = self.judge([self.cases[r.index].instance for r in ok], [r.stdout for r in ok])
+        verdicts = self.judge([cases[r.index].instance for r in ok], [r.stdout for r in ok])
         verdict_of = {r.index: v for r, v in zip(ok, verdicts, strict=True)}
         results = []
         for r in runs:
-            name = self.cases[r.index].name
+            name = cases[r.index].name
             v = verdict_of.get(r.index)
             if v is None:
                 results.append(CaseResult(name, r.status, 0, r.seconds, r.detail))

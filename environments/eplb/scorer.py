@@ -25,6 +25,7 @@ import torch
 
 from harness.evaluation.errors import CandidateInvalid
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
+from harness.scoring.subset import subset_of, unit_indices
 
 from .data import load_windows, synthetic_windows
 from .simulate import simulate
@@ -163,7 +164,8 @@ class EplbScorer(Scorer):
 
     Parameters (``variant.scorer_params``): ``num_replicas``, ``num_groups``, ``num_nodes``,
     ``num_gpus``; ``synthetic`` (bool) with the keys of :func:`data.synthetic_windows`, or
-    ``window`` / ``data_file`` for the real trace; ``speed_coef`` [0.02]; ``time_floor_s`` [0.02].
+    ``window`` / ``data_file`` for the real trace; ``speed_coef`` [0.02]; ``time_floor_s`` [0.02];
+    ``subset`` (a validation subset of the steps i -> i+1; adds the metric ``subset_size``).
     """
 
     windows: list[torch.Tensor]
@@ -203,7 +205,11 @@ class EplbScorer(Scorer):
         self.windows = [w.to(torch.int64) for w in windows]
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
-        """Run the candidate on every window but the last and simulate on the following window."""
+        """Run the candidate on every window but the last and simulate on the following window.
+
+        With a subset request only the drawn steps i -> i+1 are run (a step keeps its own pair).
+        """
+        steps = unit_indices(len(self.windows) - 1, self.params)
         b_exp, b_gpu, seconds = [], [], []
         args0 = (
             self.windows[0].to(torch.float32),
@@ -213,7 +219,7 @@ class EplbScorer(Scorer):
             self.num_gpus,
         )
         transport = candidate.transport_seconds(*args0)
-        for i in range(len(self.windows) - 1):
+        for i in steps:
             weight = self.windows[i].to(torch.float32)  # a fresh copy per call
             result = candidate.call(
                 "rebalance_experts", weight, self.num_replicas, self.num_groups, self.num_nodes, self.num_gpus
@@ -230,14 +236,15 @@ class EplbScorer(Scorer):
         gpu_balance = require_finite("balancedness_gpu", sum(b_gpu) / len(b_gpu))
         speed = self.speed_coef / max(mean_seconds, self.time_floor_s)
         combined = require_finite("combined", (expert_balance + speed) / 2.0)
+        metrics = {
+            "combined": combined,
+            "balancedness_expert": expert_balance,
+            "balancedness_gpu": gpu_balance,
+            "rebalance_seconds": mean_seconds,
+            "transport_seconds": transport,
+        }
+        if subset_of(self.params) is not None:
+            metrics["subset_size"] = float(len(steps))
         return ScoreOutcome(
-            score=combined,
-            metrics={
-                "combined": combined,
-                "balancedness_expert": expert_balance,
-                "balancedness_gpu": gpu_balance,
-                "rebalance_seconds": mean_seconds,
-                "transport_seconds": transport,
-            },
-            candidate_seconds=sum(seconds) + transport * len(seconds),
+            score=combined, metrics=metrics, candidate_seconds=sum(seconds) + transport * len(seconds)
         )

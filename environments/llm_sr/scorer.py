@@ -32,6 +32,11 @@ Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
    score: log10 NMSE on test_id (minimised), floored at log10(1e-30). The extra strong-fit
    metrics are left out when that fit's predictions are not finite (they never fail a candidate).
 
+Validation subsets (scorer parameter ``subset``, :mod:`harness.scoring.subset`): the drawn
+test_id points are the only ones whose errors enter ``nmse_id`` / ``log10_nmse_id`` (NMSE then
+divides by the variance of their targets); fit, predictions and the other splits are unchanged, so
+the candidate sees exactly what a full evaluation shows it. Adds the metric ``subset_size``.
+
 Validity rules (``CandidateInvalid``, message ``rule '<name>': ...``): ``type`` / ``dtype`` /
 ``shape`` (a real numpy array with one value per row), ``finite``, ``max-params`` (the skeleton
 indexes past the 10 parameters it is given), ``deterministic``.
@@ -54,6 +59,7 @@ from harness.envs.manifest import DataSource
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
 from harness.scoring.exchange import ExchangeDir
+from harness.scoring.subset import subset_of, unit_indices
 
 from .data import SPLITS, Problem, load_csv_problem, oscillator_problem
 from .fit import FitResult, FitSettings, PublishedFitSettings, fit_parameters, fit_published, nmse
@@ -235,7 +241,12 @@ class LlmSrScorer(Scorer):
     # -- scoring ------------------------------------------------------------------------------
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
-        """Fit on train through the candidate process, predict all splits in a fresh process, score."""
+        """Fit on train through the candidate process, predict all splits in a fresh process, score.
+
+        Raises:
+            ValueError: A validation subset of test_id is unusable (checked before the candidate runs).
+        """
+        id_rows = self._subset_rows()
         train = self.problem.splits["train"]
         columns = self.train_columns
         call_seconds = 0.0
@@ -262,10 +273,12 @@ class LlmSrScorer(Scorer):
         sets, run_seconds = self._fresh_predictions(candidate, np.stack([f.params for f in fits]))
         for fit, predictions in zip(fits, sets, strict=True):
             self._check_deterministic(fit, predictions["train"])
-        metrics = self._metrics(sets[0], strict=True)
+        metrics = self._metrics(sets[0], strict=True, id_rows=id_rows)
         metrics["fit_calls"] = float(fits[0].calls)
+        if id_rows is not None:
+            metrics["subset_size"] = float(id_rows.size)
         if self.report_strong:
-            extra = self._metrics(sets[1], strict=False)
+            extra = self._metrics(sets[1], strict=False, id_rows=id_rows)
             if extra:
                 metrics["log10_nmse_strong_fit"] = extra["log10_nmse_id"]
                 metrics["log10_nmse_ood_strong_fit"] = extra["log10_nmse_ood"]
@@ -275,6 +288,24 @@ class LlmSrScorer(Scorer):
             metrics=metrics,
             candidate_seconds=call_seconds + run_seconds,
         )
+
+    def _subset_rows(self) -> np.ndarray | None:
+        """Rows of test_id a validation subset scores, or None for all of them.
+
+        Raises:
+            ValueError: If the subset has fewer than 2 points or their targets are all equal (the
+                NMSE divides by the variance of the scored targets).
+        """
+        if subset_of(self.params) is None:
+            return None
+        target = self.problem.splits["test_id"].target
+        rows = np.asarray(unit_indices(target.size, self.params), dtype=np.intp)
+        if rows.size < 2 or not float(np.var(target[rows])) > 0.0:
+            raise ValueError(
+                f"{self.variant.id}: a test_id subset needs at least 2 points with distinct targets "
+                f"(NMSE divides by their variance); this one has {rows.size}"
+            )
+        return rows
 
     def _check_deterministic(self, fit: FitResult, fresh_train: np.ndarray) -> None:
         scale = max(self.target_scale, float(np.max(np.abs(fit.prediction))), 1e-300)
@@ -287,11 +318,14 @@ class LlmSrScorer(Scorer):
                 "equation must be a pure function of its arguments"
             )
 
-    def _metrics(self, predictions: dict[str, np.ndarray], *, strict: bool) -> dict[str, float]:
+    def _metrics(
+        self, predictions: dict[str, np.ndarray], *, strict: bool, id_rows: np.ndarray | None = None
+    ) -> dict[str, float]:
         """Train MSE / NMSE and test NMSE / log10 NMSE of one fit's fresh predictions.
 
         With ``strict``, non-finite predictions or errors make the candidate invalid; without it
-        (the reported-only strong fit), they give an empty dict.
+        (the reported-only strong fit), they give an empty dict. ``id_rows`` restricts test_id to
+        a validation subset.
 
         Raises:
             CandidateInvalid: With ``strict``, a prediction or an error is not finite.
@@ -299,8 +333,10 @@ class LlmSrScorer(Scorer):
         metrics: dict[str, float] = {}
         for split in SPLITS:
             pred = predictions[split]
-            bad = int(np.count_nonzero(~np.isfinite(pred)))
             target = self.problem.splits[split].target
+            if split == "test_id" and id_rows is not None:
+                pred, target = pred[id_rows], target[id_rows]
+            bad = int(np.count_nonzero(~np.isfinite(pred)))
             err = nmse(pred, target) if not bad else float("nan")
             if not math.isfinite(err):
                 if not strict:

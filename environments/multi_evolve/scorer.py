@@ -33,6 +33,7 @@ import numpy as np
 
 from harness.evaluation.errors import CandidateInvalid
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
+from harness.scoring.subset import subset_of, unit_indices
 
 from .data import Assay, load_assays, synthetic_assays
 
@@ -152,7 +153,8 @@ class MultiEvolveScorer(Scorer):
     ``top_fraction`` [0.05], ``pearson_eps`` [1e-12], split bounds ``max_train_mutations`` [2],
     ``min_test_mutations`` [3], ``max_test_mutations`` [10]; ``synthetic`` (bool) with the keys of
     :func:`data.synthetic_table`, otherwise the variant's ``data`` sources are the assay tables,
-    scored in the order listed.
+    scored in the order listed; ``subset`` (a validation subset of the assays, each scored whole;
+    per-assay metrics keep the assay's index in the full list; adds the metric ``subset_size``).
     """
 
     assays: list[Assay]
@@ -181,11 +183,13 @@ class MultiEvolveScorer(Scorer):
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Call the candidate once per assay and score its predictions against the withheld fitness."""
+        chosen = unit_indices(len(self.assays), self.params)
         rs: list[float] = []
         precisions: list[float] = []
         seconds = 0.0
         metrics: dict[str, float] = {}
-        for i, assay in enumerate(self.assays):
+        for i in chosen:
+            assay = self.assays[i]
             train = {k: (list(v) if isinstance(v, list) else np.array(v)) for k, v in assay.train.items()}
             test = {k: (list(v) if isinstance(v, list) else np.array(v)) for k, v in assay.test.items()}
             result = candidate.call_driver(ENTRY, train, test, dict(assay.context))
@@ -203,4 +207,6 @@ class MultiEvolveScorer(Scorer):
         metrics.update(
             {"combined": combined, "pearson_r": mean_r, "precision_top5": mean_p, "fit_seconds": seconds}
         )
+        if subset_of(self.params) is not None:
+            metrics["subset_size"] = float(len(chosen))
         return ScoreOutcome(score=combined, metrics=metrics, candidate_seconds=seconds)

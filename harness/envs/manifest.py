@@ -190,6 +190,10 @@ class FamilyManifest(_Strict):
     ``CandidateRuntime.call_driver`` and they receive the candidate module first. It owns any
     adapter between the wire and the declared entry point, so candidates need define only that.
     Empty: the scorer calls candidate functions directly. Hashed automatically."""
+    subset_unit: str = ""
+    """What the family's scorer can score a random subset of, in words (e.g. ``workload windows``,
+    ``test cases``). Non-empty: ``<variant id>~subset-<seed>-<size>`` resolves to a derived variant
+    whose scorer honours ``harness.scoring.subset.subset_of(params)``. Empty: no subsets."""
 
 
 class EnvManifest(_Strict):

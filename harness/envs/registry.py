@@ -8,10 +8,12 @@ import importlib
 import importlib.util
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from harness.scoring.subset import PARAM_KEY, SubsetRequest, subset_of
 
 from .manifest import (
     DataSource,
@@ -31,6 +33,13 @@ class UnknownIdError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown id"
+
+
+class SubsetIdError(UnknownIdError, ValueError):
+    """A derived ``<id>~subset-<seed>-<size>`` id is malformed, or its family cannot score subsets.
+
+    Both an :class:`UnknownIdError` (so the CLI reports it like any bad id) and a ``ValueError``.
+    """
 
 
 def unknown_id_message(kind: str, given: str, known: list[str]) -> str:
@@ -110,6 +119,13 @@ class Variant:
     initial_program_from: str = ""
     """``module:function`` deriving the starting program from the variant's data, or empty."""
 
+    subset_unit: str = ""
+    """What the scorer can score a random subset of (manifest ``family.subset_unit``); empty: none."""
+    base_id: str = ""
+    """Id of the manifest variant this one derives from (``id`` itself unless it is a subset)."""
+    base_hash: str = ""
+    """Content hash of the base variant (``hash`` itself unless it is a subset); names its image."""
+
     @property
     def initial_program(self) -> str:
         """Text of the starting program: the family hook's (from fetched data), else the family file.
@@ -123,6 +139,25 @@ class Variant:
             if derived is not None:
                 return str(derived)
         return self.default_program
+
+    def __post_init__(self) -> None:
+        """Default ``base_id`` / ``base_hash`` to the variant's own id and hash."""
+        if not self.base_id:
+            object.__setattr__(self, "base_id", self.id)
+        if not self.base_hash:
+            object.__setattr__(self, "base_hash", self.hash)
+
+    @property
+    def subset(self) -> SubsetRequest | None:
+        """The subset this variant scores on, or None for a full evaluation."""
+        return subset_of(self.scorer_params)
+
+    def base(self) -> Variant:
+        """The manifest variant this one derives from (``self`` unless it is a subset variant)."""
+        if self.base_id == self.id:
+            return self
+        params = {k: v for k, v in self.scorer_params.items() if k != PARAM_KEY}
+        return replace(self, id=self.base_id, hash=self.base_hash, scorer_params=params)
 
     @property
     def maximize(self) -> bool:
@@ -235,9 +270,38 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
                 family_dir=family_dir,
                 hash=_content_hash(raw, resolved, family_dir, hashed),
                 initial_program_from=fam.initial_program_from,
+                subset_unit=fam.subset_unit,
             )
         )
     return out
+
+
+def derive_subset(base: Variant, request: SubsetRequest) -> Variant:
+    """The variant that scores ``base`` on the random subset ``request`` of its units.
+
+    Its id is ``base.id`` plus the request's suffix, its scorer parameters gain ``subset``, and its
+    hash is derived from the base hash and the suffix (results on a subset never mix with full
+    ones); everything else, the image included (``base_id`` / ``base_hash``), is the base's.
+
+    Raises:
+        SubsetIdError: If the family declares no ``subset_unit``, or ``base`` is itself derived.
+    """
+    if base.base_id != base.id:
+        raise SubsetIdError(f"{base.id!r} is already a subset variant; derive from {base.base_id!r}")
+    if not base.subset_unit:
+        raise SubsetIdError(
+            f"environment {base.id!r}: family {base.family!r} cannot score subsets "
+            "(its env.toml sets no family.subset_unit)"
+        )
+    suffix = request.to_id_suffix()
+    return replace(
+        base,
+        id=base.id + suffix,
+        scorer_params={**base.scorer_params, PARAM_KEY: request.to_params()},
+        hash=hashlib.sha256(f"{base.hash}{suffix}".encode()).hexdigest()[:16],
+        base_id=base.id,
+        base_hash=base.hash,
+    )
 
 
 class Registry:
@@ -290,11 +354,18 @@ class Registry:
         return [self._variants[i] for i in self.ids() if family is None or self._variants[i].family == family]
 
     def get(self, env_id: str) -> Variant:
-        """Resolve a variant id.
+        """Resolve a variant id, or a derived subset id ``<variant id>~subset-<seed>-<size>``.
 
         Raises:
-            UnknownIdError: If no variant has that id; the message suggests close matches.
+            UnknownIdError: If no variant has that (base) id; the message suggests close matches.
+            SubsetIdError: If the subset suffix is malformed or the family cannot score subsets.
         """
+        try:
+            base_id, request = SubsetRequest.parse_env_id(env_id)
+        except ValueError as e:
+            raise SubsetIdError(str(e)) from None
+        if request is not None:
+            return derive_subset(self.get(base_id), request)
         try:
             return self._variants[env_id]
         except KeyError:

@@ -158,7 +158,7 @@ def build_env_image(variant: Variant, base_tag: str, echo: Callable[[str], None]
         echo(f"{tag}: up to date")
         return tag
     ctx = _stage_context("env", None, with_project=True)
-    return _build(client, ctx, tag, {"BASE_IMAGE": base_tag, "ENV_ID": variant.id}, echo)
+    return _build(client, ctx, tag, {"BASE_IMAGE": base_tag, "ENV_ID": variant.base_id}, echo)
 
 
 def bootstrap_base(

@@ -47,7 +47,7 @@ def stage_combined(variant: Variant, opts: BuildOptions | None = None) -> tuple[
     ctx = _stage_context(kind, opts, with_project=True)
     dockerfile = ctx / "Dockerfile"
     dockerfile.write_text(combined_dockerfile(kind), encoding="utf-8")
-    args = {**base_build_args(kind, opts), "ENV_ID": variant.id}
+    args = {**base_build_args(kind, opts), "ENV_ID": variant.base_id}
     return ctx, dockerfile, args
 
 

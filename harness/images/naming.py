@@ -43,8 +43,12 @@ def recipe_hash(kind: str, build_args: dict[str, str]) -> str:
 
 
 def env_image_tag(variant: Variant) -> str:
-    """``evobench/env-<variant>:<env hash>-<harness hash>``: the image a variant evaluates in."""
-    return f"{REPO_PREFIX}/env-{variant.id}:{variant.hash}-{harness_hash()}"
+    """``evobench/env-<variant>:<env hash>-<harness hash>``: the image a variant evaluates in.
+
+    A derived subset variant (``<id>~subset-<seed>-<size>``) is named by its base id and base
+    hash, so it runs in the base variant's image: the subset is a scorer parameter only.
+    """
+    return f"{REPO_PREFIX}/env-{variant.base_id}:{variant.base_hash}-{harness_hash()}"
 
 
 def base_image_tag(kind: str, build_args: dict[str, str]) -> str:

@@ -84,7 +84,7 @@ class _Container:
         except ImageNotFound as e:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             raise DockerInfraError(
-                f"image {image} not found; build it with `bench images build --env {variant.id}`"
+                f"image {image} not found; build it with `bench images build --env {variant.base_id}`"
             ) from e
         try:
             self.container = client.containers.run(
@@ -112,7 +112,7 @@ class _Container:
         except ImageNotFound as e:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             raise DockerInfraError(
-                f"image {image} not found; build it with `bench images build --env {variant.id}`"
+                f"image {image} not found; build it with `bench images build --env {variant.base_id}`"
             ) from e
         except DockerException as e:
             shutil.rmtree(self.sockdir, ignore_errors=True)
@@ -144,20 +144,20 @@ class _Container:
         self.close()
         raise DockerInfraError("evaluation container did not become ready in time")
 
-    def evaluate(self, source: str, timeout_s: float) -> EvalResult:
+    def evaluate(self, source: str, timeout_s: float, env_id: str = "") -> EvalResult:
         """Send one job and wait up to ``timeout_s`` for its result.
 
         Inside the container candidates always fork from the container's own fresh zygote;
-        "cold" means a brand-new container per evaluation.
+        "cold" means a brand-new container per evaluation. ``env_id`` (default: the container's
+        variant) may name a subset variant of the same base, which runs in the same image.
 
         Raises:
             TimeoutError: If no reply came in time.
             DockerInfraError: If the reply is malformed.
         """
         self.sock.settimeout(timeout_s)
-        wire.send_message(
-            self.sock, {"op": "evaluate", "env_id": self.variant.id, "source": source, "mode": "warm"}
-        )
+        job = {"op": "evaluate", "env_id": env_id or self.variant.id, "source": source, "mode": "warm"}
+        wire.send_message(self.sock, job)
         reply = wire.recv_message(self.sock, as_torch=False)
         if not isinstance(reply, dict) or reply.get("type") != "result":
             raise DockerInfraError(f"unexpected reply from the container: {str(reply)[:200]}")

@@ -37,8 +37,11 @@ class RemoteInfraError(RuntimeError):
 class Session(Protocol):
     """One running trusted server."""
 
-    def evaluate(self, source: str, timeout_s: float) -> EvalResult:
-        """Evaluate one program.
+    def evaluate(self, source: str, timeout_s: float, env_id: str = "") -> EvalResult:
+        """Evaluate one program under ``env_id`` (default: the session's own variant).
+
+        ``env_id`` may name any subset variant of the session's base variant (same image,
+        hardware and data), so one warm session serves every subset of its base.
 
         Raises:
             TimeoutError: If no reply came within ``timeout_s``.
@@ -133,17 +136,19 @@ class RemotePoolBackend(Sandbox):
 
     def _once(self, variant: Variant, source: str, slot: int) -> EvalResult:
         warm = self.mode == "warm"
-        key = (slot, variant.id)
+        # Keyed by base id: subset variants (a fresh one per validation draw) reuse the base's
+        # warm session instead of starting, and keeping, one session each.
+        key = (slot, variant.base_id)
         s = self._warm.get(key) if warm else None
         if s is None:
-            s = self._start(variant, slot)
+            s = self._start(variant.base(), slot)
             with self._lock:
                 self._live.add(s)
                 if warm:
                     self._warm[key] = s
         limit = variant.timeout_s + GRACE_S
         try:
-            return s.evaluate(source, limit)
+            return s.evaluate(source, limit, variant.id)
         except TimeoutError:
             # The server enforces the candidate's limit itself; silence past it means the session
             # is stuck on the candidate's account, so this stays a candidate timeout.

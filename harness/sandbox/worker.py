@@ -65,17 +65,22 @@ class WorkerState:
     def scorer(self, variant: Variant) -> Scorer:
         """A prepared scorer for the variant (cached per content hash).
 
+        A subset variant gets its base's prepared scorer re-bound to it (``Scorer.rebind``): the
+        data is loaded once per base, and a fresh subset draw costs no preparation and no cache entry.
+
         Raises:
             DataMissingError: If the variant's data has not been fetched.
         """
-        key = (variant.id, variant.hash)
+        base = variant.base()
+        key = (base.id, base.hash)
         if key not in self._scorers:
-            data_dir = require_data(variant) if variant.data else family_data_dir(variant.family)
-            cls = variant.load_attr(variant.scorer_ref)
-            scorer = cls(variant, data_dir)
+            data_dir = require_data(base) if base.data else family_data_dir(base.family)
+            cls = base.load_attr(base.scorer_ref)
+            scorer = cls(base, data_dir)
             scorer.prepare()
             self._scorers[key] = scorer
-        return self._scorers[key]
+        prepared = self._scorers[key]
+        return prepared if variant is base else prepared.rebind(variant)
 
     def zygote(self, variant: Variant) -> Zygote:
         """The warm zygote for the variant's hardware spec (started lazily)."""

@@ -8,6 +8,7 @@ from a safe wire format. The scorer owns the inputs and the clock.
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -142,6 +143,11 @@ class Scorer(ABC):
 
     One instance is created per worker process and variant; ``prepare`` loads data once and
     ``score`` is called once per candidate.
+
+    Subsets (families whose manifest sets ``subset_unit``): ``score`` reads
+    ``harness.scoring.subset.subset_of(self.params)`` and scores only those units. ``prepare``
+    must not depend on it: workers prepare the base variant once and :meth:`rebind` the prepared
+    scorer to each subset variant.
     """
 
     def __init__(self, variant: Variant, data_dir: Path) -> None:
@@ -154,6 +160,21 @@ class Scorer(ABC):
         self.variant = variant
         self.params = dict(variant.scorer_params)
         self.data_dir = data_dir
+
+    def rebind(self, variant: Variant) -> Scorer:
+        """A shallow copy of this prepared scorer bound to ``variant`` (a subset of the same base).
+
+        Prepared state (data, limits) is shared, so ``score`` must treat it as read-only.
+
+        Raises:
+            ValueError: If ``variant`` does not derive from this scorer's variant.
+        """
+        if (variant.base_id, variant.base_hash) != (self.variant.id, self.variant.hash):
+            raise ValueError(f"{variant.id} does not derive from {self.variant.id}; prepare a scorer for it")
+        clone = copy.copy(self)
+        clone.variant = variant
+        clone.params = dict(variant.scorer_params)
+        return clone
 
     def prepare(self) -> None:  # noqa: B027 - optional hook
         """Load or generate the variant's inputs (trusted side). Called once per worker.

@@ -83,14 +83,14 @@ class _SandboxSession:
             raise item
         return item
 
-    def evaluate(self, source: str, timeout_s: float) -> EvalResult:
-        """Send one job and wait for its result.
+    def evaluate(self, source: str, timeout_s: float, env_id: str = "") -> EvalResult:
+        """Send one job and wait for its result (``env_id``: default the sandbox's variant).
 
         Raises:
             TimeoutError: If no reply came in time.
             ModalInfraError: If the sandbox or its streams failed.
         """
-        job = {"op": "evaluate", "env_id": self.variant.id, "source": source, "mode": "warm"}
+        job = {"op": "evaluate", "env_id": env_id or self.variant.id, "source": source, "mode": "warm"}
         try:
             self.proc.write(stdio_wire.encode_line(job))
         except (OSError, ValueError) as e:
@@ -155,11 +155,14 @@ class ModalBackend(RemotePoolBackend):
         from harness.images.combined import stage_combined
 
         with self._recipe_lock:
-            r = self._recipes.get(variant.id)
+            # Subset variants run in their base's image: one recipe per base id.
+            r = self._recipes.get(variant.base_id)
             if r is None:
                 ctx, dockerfile, args = stage_combined(variant)
-                r = ImageRecipe(variant.id, image_tag(variant), dockerfile, ctx, tuple(sorted(args.items())))
-                self._recipes[variant.id] = r
+                r = ImageRecipe(
+                    variant.base_id, image_tag(variant), dockerfile, ctx, tuple(sorted(args.items()))
+                )
+                self._recipes[variant.base_id] = r
             return r
 
     def _start(self, variant: Variant, slot: int) -> _SandboxSession:
