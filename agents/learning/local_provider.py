@@ -9,7 +9,8 @@ prompt and completion lengths and the cost is 0.
 
 Sampling follows the request: ``temperature`` (``<= 0``: greedy), ``max_tokens`` (default
 :data:`DEFAULT_MAX_NEW_TOKENS`) and ``seed`` (the same request gives the same answer). Prompts
-longer than :data:`MAX_PROMPT_TOKENS` lose their middle (see
+longer than ``max_prompt_tokens`` (a request parameter only this provider reads, e.g. through an
+agent's ``litellm_params``; default :data:`MAX_PROMPT_TOKENS`) lose their middle (see
 :func:`agents.learning.policy_roles.encode_messages`).
 """
 
@@ -23,9 +24,9 @@ from agents.rl.policy import SMOLLM2, TINY_RANDOM, LoadedPolicy, load_policy
 
 PROVIDER = "local"
 """litellm provider name: model strings ``local/<reference>``."""
-DEFAULT_MAX_NEW_TOKENS = 256
+DEFAULT_MAX_NEW_TOKENS = 128
 """Completion limit when the request sets no ``max_tokens``."""
-MAX_PROMPT_TOKENS = 2048
+MAX_PROMPT_TOKENS = 1024
 """Prompt tokens kept (the middle of longer conversations is cut)."""
 LOCAL_REFERENCES = (SMOLLM2, TINY_RANDOM)
 """Bare names that mean a local model (``--model smollm2-135m``)."""
@@ -63,7 +64,13 @@ def _policy(reference: str) -> LoadedPolicy:
 
 
 def generate(
-    reference: str, messages: list[Any], *, temperature: float, max_tokens: int, seed: int
+    reference: str,
+    messages: list[Any],
+    *,
+    temperature: float,
+    max_tokens: int,
+    seed: int,
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
 ) -> tuple[str, int, int]:
     """Answer one chat request with the frozen model.
 
@@ -81,7 +88,7 @@ def generate(
     from .policy_roles import encode_messages
 
     policy = _policy(reference)
-    ids = encode_messages(policy, messages, MAX_PROMPT_TOKENS)
+    ids = encode_messages(policy, messages, max_prompt_tokens)
     device = next(policy.model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     keep = "logits_to_keep" in inspect.signature(policy.model.forward).parameters
@@ -129,6 +136,7 @@ def _handler_class() -> type:
                     temperature=1.0 if temperature is None else float(temperature),
                     max_tokens=int(params.get("max_tokens") or DEFAULT_MAX_NEW_TOKENS),
                     seed=int(params.get("seed") or 0) & 0x7FFFFFFF,
+                    max_prompt_tokens=int(params.get("max_prompt_tokens") or MAX_PROMPT_TOKENS),
                 )
             except PolicyLoadError as e:
                 raise CustomLLMError(status_code=404, message=str(e)) from None

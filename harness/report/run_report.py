@@ -15,6 +15,19 @@ from . import page
 from .plot import curves_figure, train_figure
 
 TRAIN_FILE = "train.parquet"
+PACE_FILE = "pace.parquet"
+PACE_COLUMNS = (
+    "step",
+    "timescale",
+    "event",
+    "delta_u",
+    "saturated",
+    "subset",
+    "u_old",
+    "u_new",
+    "accepted",
+    "reason",
+)
 LLM_FILE = "llm_calls.parquet"
 
 
@@ -200,6 +213,11 @@ def build_run_report(run_dir: Path) -> str:
             sections.append(("RL training diagnostics", page.figure(train_figure(pd.read_parquet(train)))))
         except ValueError as e:
             sections.append(("RL training diagnostics", f"<p class='note'>{page.esc(e)}</p>"))
+    pace = Path(run_dir) / PACE_FILE
+    if pace.is_file():
+        sections.append(
+            ("PACE timescales, saturation and gate decisions", pace_section(pd.read_parquet(pace)))
+        )
     sections.append(
         (
             "Best program vs initial program",
@@ -211,3 +229,18 @@ def build_run_report(run_dir: Path) -> str:
     sub = f"{info.agent} on {info.env_id}@{info.env_hash}, seed {info.seed}; {info.status}, "
     sub += f"{len(cands)} evaluations"
     return page.page(f"evobench run {info.run_id}", sub, sections)
+
+
+def pace_section(t: pd.DataFrame) -> str:
+    """Table of PACE's controller events (``pace.parquet``): rounds, saturation, edits, gates, rollbacks."""
+    if t.empty:
+        return "<p>No PACE events.</p>"
+
+    def cell(v: Any) -> str:
+        if v is None or (isinstance(v, float) and v != v):
+            return ""
+        return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    cols = [c for c in PACE_COLUMNS if c in t.columns]
+    rows = [[cell(r[c]) for c in cols] for r in t[cols].to_dict("records")]
+    return page.table(cols, rows)

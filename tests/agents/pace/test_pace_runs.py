@@ -36,3 +36,8 @@ def test_eplb_tiny_run_has_both_timescales_and_subset_gates(run_agent: Any) -> N
     [lb_file] = list((Path(run_dir).parent.parent / "lb").glob("*.parquet"))
     lb = pd.read_parquet(lb_file)
     assert float(lb["best_score"].iloc[-1]) == max(full)  # subset scores never become the run's best
+    from harness.report.run_report import build_run_report
+
+    html = build_run_report(run_dir)
+    assert "PACE timescales, saturation and gate decisions" in html
+    assert html.count("<td>gate</td>") == len(t[t["event"] == "gate"])
