@@ -137,6 +137,12 @@ class PACEAgent(PACEvolveAgent):
             return revise(cfg, [f"Structural change to make now: {self._directive}"[:200]])
         return cfg
 
+    def _attribute(self, row: LLMCallRow) -> None:
+        """Charge controller calls to island 0, so their spend reaches the run's cost records."""
+        if row.role == "controller":
+            row = row.model_copy(update={"thread": 0})
+        super()._attribute(row)
+
     def _count_tokens(self, row: LLMCallRow) -> None:
         with self._tok_lock:
             key = (row.step, row.thread if row.role in PROPOSER_ROLES else -1)

@@ -185,3 +185,13 @@ def test_checkpoint_carries_the_pace_state(ctx_factory: Any) -> None:
     resumed = PACEAgent(PACEConfig(**CFG, epsilon=1.0))
     resumed._restore_extra({"pace": saved})
     assert resumed.pace == agent.pace
+
+
+def test_every_call_is_charged_to_a_candidate_or_still_pending(ctx_factory: Any) -> None:
+    agent = PACEAgent(PACEConfig(**CFG, epsilon=1.0))
+    ctx = run(agent, ctx_factory(12, second_full=1.0))
+    ledger = [json.loads(line) for line in (ctx.run_dir / "llm_calls.jsonl").read_text().splitlines()]
+    assert any(r["role"] == "controller" for r in ledger)
+    charged = sum(ev.proposal.tokens_in for ev in ctx.history)
+    pending = sum(isl.pending_tokens_in for isl in agent._state.islands)  # type: ignore[union-attr]
+    assert charged + pending == sum(r["tokens_in"] for r in ledger)
