@@ -404,7 +404,8 @@ class PACEAgent(PACEvolveAgent):
                 Proposal(source=x_new, iteration=step, meta={"pace": "gate-candidate"}),
             ]
             evs = ctx.evaluate(pair, subset=req)
-            if len(evs) == 2:
+            cut = len(evs) < 2
+            if not cut:
                 u_old = self._u(evs[0].result.score) if evs[0].ok else None
                 u_new = self._u(evs[1].result.score) if evs[1].ok else None
             state.evaluations = max(state.evaluations, *(e.seq + 1 for e in evs), 0)
@@ -412,7 +413,11 @@ class PACEAgent(PACEvolveAgent):
         decision = gate(u_old, u_new, cfg.delta, tokens=tokens, budget=cfg.token_budget)
         reason = decision.reason
         if subset and u_new is None and not decision.accepted:
-            reason = "candidate failed on the validation subset"
+            reason = (
+                "the budget ended before the gate's evaluations"
+                if cut
+                else "candidate failed on the validation subset"
+            )
         self._emit(
             step, "gate", "slow", subset=subset, u_old=u_old, u_new=u_new, delta=cfg.delta,
             accepted=decision.accepted, reason=reason, edit_json=edit_json, tokens=tokens,
