@@ -118,13 +118,10 @@ class Variant:
     """Content hash (16 hex chars) of everything that can change this variant's scores."""
     initial_program_from: str = ""
     """``module:function`` deriving the starting program from the variant's data, or empty."""
-
     subset_unit: str = ""
     """What the scorer can score a random subset of (manifest ``family.subset_unit``); empty: none."""
-    base_id: str = ""
-    """Id of the manifest variant this one derives from (``id`` itself unless it is a subset)."""
-    base_hash: str = ""
-    """Content hash of the base variant (``hash`` itself unless it is a subset); names its image."""
+    derived_from: tuple[str, str] | None = None
+    """``(id, hash)`` of the manifest variant a subset variant derives from; None for the others."""
 
     @property
     def initial_program(self) -> str:
@@ -140,12 +137,15 @@ class Variant:
                 return str(derived)
         return self.default_program
 
-    def __post_init__(self) -> None:
-        """Default ``base_id`` / ``base_hash`` to the variant's own id and hash."""
-        if not self.base_id:
-            object.__setattr__(self, "base_id", self.id)
-        if not self.base_hash:
-            object.__setattr__(self, "base_hash", self.hash)
+    @property
+    def base_id(self) -> str:
+        """Id of the manifest variant this one derives from (``id`` itself unless it is a subset)."""
+        return self.derived_from[0] if self.derived_from else self.id
+
+    @property
+    def base_hash(self) -> str:
+        """Content hash of the base variant (``hash`` unless it is a subset); names its image."""
+        return self.derived_from[1] if self.derived_from else self.hash
 
     @property
     def subset(self) -> SubsetRequest | None:
@@ -154,10 +154,10 @@ class Variant:
 
     def base(self) -> Variant:
         """The manifest variant this one derives from (``self`` unless it is a subset variant)."""
-        if self.base_id == self.id:
+        if self.derived_from is None:
             return self
         params = {k: v for k, v in self.scorer_params.items() if k != PARAM_KEY}
-        return replace(self, id=self.base_id, hash=self.base_hash, scorer_params=params)
+        return replace(self, id=self.base_id, hash=self.base_hash, scorer_params=params, derived_from=None)
 
     @property
     def maximize(self) -> bool:
@@ -286,7 +286,7 @@ def derive_subset(base: Variant, request: SubsetRequest) -> Variant:
     Raises:
         SubsetIdError: If the family declares no ``subset_unit``, or ``base`` is itself derived.
     """
-    if base.base_id != base.id:
+    if base.derived_from is not None:
         raise SubsetIdError(f"{base.id!r} is already a subset variant; derive from {base.base_id!r}")
     if not base.subset_unit:
         raise SubsetIdError(
@@ -299,8 +299,7 @@ def derive_subset(base: Variant, request: SubsetRequest) -> Variant:
         id=base.id + suffix,
         scorer_params={**base.scorer_params, PARAM_KEY: request.to_params()},
         hash=hashlib.sha256(f"{base.hash}{suffix}".encode()).hexdigest()[:16],
-        base_id=base.id,
-        base_hash=base.hash,
+        derived_from=(base.id, base.hash),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -72,6 +73,14 @@ def test_image_tag_and_recipe_are_the_base_variants() -> None:
     assert env_image_tag(derived) == env_image_tag(base)
     assert "~" not in env_image_tag(derived)
     assert modal_image_tag(derived) == modal_image_tag(base)
+
+
+def test_base_identity_follows_the_variants_own_fields() -> None:
+    base = default_registry().get("eplb-tiny")
+    ghost = dataclasses.replace(base, hash="0" * 16)  # not derived: its own hash names its image
+    assert ghost.base_hash == "0" * 16 and env_image_tag(ghost) != env_image_tag(base)
+    assert base.derived_from is None
+    assert default_registry().get("eplb-tiny~subset-1-1").derived_from == (base.id, base.hash)
 
 
 def test_derived_ids_are_not_listed() -> None:
