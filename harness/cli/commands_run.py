@@ -159,6 +159,12 @@ def run(
             err_console.print("bench: error: --agent and --env are required (or --resume RUN_DIR)")
             return EXIT_USAGE
         v = reg.get(env)
+        if v.derived_from is not None:
+            err_console.print(
+                f"bench: error: {v.id} is a validation subset of {v.base_id}; runs use full variants "
+                "(subset ids are for `bench eval` and agents' validation evaluations)"
+            )
+            return EXIT_USAGE
         cls = get_agent_class(agent)
         try:
             overrides = json.loads(agent_config)

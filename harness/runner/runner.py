@@ -82,7 +82,17 @@ def create_run(
     workers: int,
     command: list[str] | None = None,
 ) -> RunStore:
-    """Create the run directory with a frozen ``run.json`` (config, env, provenance)."""
+    """Create the run directory with a frozen ``run.json`` (config, env, provenance).
+
+    Raises:
+        ValueError: If ``variant`` is a validation subset (``<id>~subset-...``): runs and
+            leaderboards use full evaluations only.
+    """
+    if variant.derived_from is not None:
+        raise ValueError(
+            f"{variant.id} is a validation subset of {variant.base_id}; runs use full variants "
+            f"(subset ids are for `bench eval` and agents' validation evaluations)"
+        )
     commit, dirty = git_state()
     host = host_info()
     info = RunInfo(

@@ -46,6 +46,26 @@ def test_unknown_ids_exit_nonzero_with_suggestions(
     assert "unknown" in r.stderr and needle in r.stderr
 
 
+def test_runs_refuse_validation_subsets_but_eval_scores_them(tmp_path: Path) -> None:
+    r = bench(
+        "run",
+        "--agent",
+        "random-search",
+        "--env",
+        "eplb-tiny~subset-3-2",
+        "--max-evaluations",
+        "2",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 2 and "validation subset of eplb-tiny" in r.stderr
+    assert not (tmp_path / "results").exists()
+    prog = REPO / "environments" / "eplb" / "initial_program.py"
+    r = bench("eval", "--env", "eplb-tiny~subset-3-2", str(prog), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads(r.stdout)
+    assert res["status"] == "ok" and res["env_id"] == "eplb-tiny~subset-3-2"
+
+
 def test_eval_initial_program_ok_and_broken_program_fails(tmp_path: Path) -> None:
     prog = REPO / "environments" / "eplb" / "initial_program.py"
     r = bench("eval", "--env", "eplb-tiny", str(prog), "--json", cwd=tmp_path)
