@@ -134,7 +134,10 @@ class PACEAgent(PACEvolveAgent):
     def _prompt_for(self, island: int) -> PromptConfig:
         cfg = self._island_prompts[island] if 0 <= island < len(self._island_prompts) else self.pace.prompt
         if self._directive:
-            return revise(cfg, [f"Structural change to make now: {self._directive}"[:200]])
+            try:
+                return revise(cfg, [f"Structural change to make now: {self._directive}"[:200]])
+            except ValueError:  # parse_control_edit cleans directives; never let one break a call
+                return cfg
         return cfg
 
     def _attribute(self, row: LLMCallRow) -> None:

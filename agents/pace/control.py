@@ -116,12 +116,18 @@ def parse_control_edit(text: str) -> ControlEdit:
             fields = obj.get("set") or {}
             if not isinstance(fields, dict):
                 raise ValueError("'set' must be an object")
-            directive = " ".join(str(obj.get("directive") or "").split())[:MAX_DIRECTIVE_CHARS]
+            directive = _clean(str(obj.get("directive") or ""))[:MAX_DIRECTIVE_CHARS]
             return ControlEdit(set=validate_edit(fields), directive=directive, parse="json")
-    lines = [ln.strip(" -*#>\t") for ln in text.splitlines() if ln.strip(" -*#>\t")]
+    lines = [_clean(ln) for ln in text.splitlines() if not ln.strip().startswith("```")]
+    lines = [ln for ln in lines if re.search(r"[A-Za-z]{3}", ln) and not ln.startswith("[offline")]
     if not lines:
-        raise ValueError("empty control edit")
-    return ControlEdit(directive=" ".join(lines[0].split())[:MAX_DIRECTIVE_CHARS], parse="free-text")
+        raise ValueError("no control edit: neither a JSON object nor a line of text")
+    return ControlEdit(directive=lines[0][:MAX_DIRECTIVE_CHARS], parse="free-text")
+
+
+def _clean(text: str) -> str:
+    """One line of plain text: backticks, list and heading marks and repeated spaces removed."""
+    return " ".join(text.replace("`", " ").strip(" -*#>\t").split())
 
 
 def safety_violation(program: str, language: str) -> str:

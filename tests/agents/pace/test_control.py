@@ -76,3 +76,22 @@ def test_safety_gates_pass_clean_programs() -> None:
         == ""
     )
     assert safety_violation("int main(){return 0;}", "cpp") == ""
+
+
+@pytest.mark.parametrize(
+    ("answer", "directive"),
+    [
+        ("```python\ndef f(x):\n    return x\n```", "def f(x):"),
+        ("```\n`Use a heap` for the queue\n", "Use a heap for the queue"),
+        ('{"set": {}, "directive": "```Sort``` the loads"}', "Sort the loads"),
+    ],
+)
+def test_model_garbage_becomes_a_clean_directive(answer: str, directive: str) -> None:
+    edit = parse_control_edit(answer)
+    assert edit.directive == directive and "`" not in edit.directive
+
+
+@pytest.mark.parametrize("answer", ["```", "``` \n ```python\n", "---\n12 34\n"])
+def test_answers_without_text_are_rejected(answer: str) -> None:
+    with pytest.raises(ValueError, match="no control edit"):
+        parse_control_edit(answer)
