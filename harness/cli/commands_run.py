@@ -43,6 +43,21 @@ def _check_data(v: Variant) -> bool:
         return False
 
 
+def _check_gpu(v: Variant, backend: str) -> bool:
+    """A run on the local backend needs the variant's GPU here; refuse before the run starts."""
+    if backend != "local" or not v.hardware.gpu:
+        return True
+    from harness.evaluation.errors import InfraError
+    from harness.scoring.device import choose_device
+
+    try:
+        choose_device(v.hardware.gpu)
+        return True
+    except InfraError as e:
+        err_console.print(f"bench: error: {v.id}: {e}")
+        return False
+
+
 def eval_program(
     program: tyro.conf.Positional[Path],
     env: str,
@@ -184,7 +199,7 @@ def run(
         except ValueError as e:
             err_console.print(f"bench: error: bad --agent-config: {e}")
             return EXIT_USAGE
-        if not _check_data(v):
+        if not _check_data(v) or not _check_gpu(v, backend):
             return EXIT_USAGE
         try:
             ag.preflight()

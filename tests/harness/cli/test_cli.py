@@ -66,6 +66,19 @@ def test_runs_refuse_validation_subsets_but_eval_scores_them(tmp_path: Path) -> 
     assert res["status"] == "ok" and res["env_id"] == "eplb-tiny~subset-3-2"
 
 
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("torch") is not None and __import__("torch").cuda.is_available(),
+    reason="needs a machine without a GPU",
+)
+@pytest.mark.parametrize(
+    ("env", "gpu"), [("trimul-h100", "H100"), ("mla-decode-h200", "H200"), ("trimul-a100", "A100")]
+)
+def test_runs_of_gpu_variants_fail_fast_without_the_gpu(tmp_path: Path, env: str, gpu: str) -> None:
+    r = bench("run", "--agent", "random-search", "--env", env, "--max-evaluations", "2", cwd=tmp_path)
+    assert r.returncode == 2 and f"needs an NVIDIA {gpu} GPU" in r.stderr and env in r.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_eval_initial_program_ok_and_broken_program_fails(tmp_path: Path) -> None:
     prog = REPO / "environments" / "eplb" / "initial_program.py"
     r = bench("eval", "--env", "eplb-tiny", str(prog), "--json", cwd=tmp_path)
