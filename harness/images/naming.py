@@ -42,6 +42,26 @@ def recipe_hash(kind: str, build_args: dict[str, str]) -> str:
     return h.hexdigest()[:10]
 
 
+BASE_KINDS = {"cpu": "base-cpu", "cuda": "base-cuda"}
+"""The manifest's ``image`` values and the base recipe (``images/<kind>``) each selects."""
+
+
+def base_kind(variant: Variant) -> str:
+    """The base recipe a variant's image is built on: ``base-cuda`` or ``base-cpu``.
+
+    A variant that requests GPUs always gets ``base-cuda`` (a CPU torch build cannot use them),
+    whatever its ``image`` says; otherwise ``image`` picks the recipe.
+
+    Raises:
+        ValueError: If ``image`` names no known base recipe.
+    """
+    if variant.image not in BASE_KINDS:
+        raise ValueError(
+            f"variant {variant.id}: image = {variant.image!r} is not one of {sorted(BASE_KINDS)}"
+        )
+    return "base-cuda" if variant.hardware.gpu_count > 0 else BASE_KINDS[variant.image]
+
+
 def env_image_tag(variant: Variant) -> str:
     """``evobench/env-<variant>:<env hash>-<harness hash>``: the image a variant evaluates in."""
     return f"{REPO_PREFIX}/env-{variant.id}:{variant.hash}-{harness_hash()}"
