@@ -24,10 +24,15 @@ def images_dir() -> Path:
 
 @cache
 def harness_hash() -> str:
-    """Hash of the trusted code that runs inside images (``harness/`` sources and pyproject)."""
+    """Hash of the trusted code that runs inside images.
+
+    Covers ``harness/`` sources, pyproject and the env layer's recipe (which sets what
+    candidates may read), so a change to any of them forces new variant images.
+    """
     root = project_root()
     h = hashlib.sha256()
     files = sorted((root / "harness").rglob("*.py")) + [root / "pyproject.toml"]
+    files.append(images_dir() / "env" / "Dockerfile")
     for p in files:
         h.update(str(p.relative_to(root)).encode())
         h.update(p.read_bytes())
