@@ -28,7 +28,7 @@ args=(--base-image evobench/debian-bootstrap:bookworm)
 [ -n "$WHEELS" ] && [ -d "$WHEELS" ] && args+=(--wheelhouse "$WHEELS")
 
 .venv/bin/bench images bootstrap-base --cache-dir "$CACHE"
-for env in ${EVOBENCH_DOCKER_TEST_ENVS:-selftest-tiny eplb-tiny kuairec-tiny}; do
+for env in ${EVOBENCH_DOCKER_TEST_ENVS:-selftest-tiny eplb-tiny kuairec-tiny trimul-tiny mla-decode-tiny kernelbench-tiny}; do
   .venv/bin/bench images build --env "$env" "${args[@]}"
 done
 log "ok"

@@ -52,7 +52,7 @@ def images(
         build_base,
         build_env_image,
     )
-    from harness.images.naming import REPO_PREFIX, env_image_tag
+    from harness.images.naming import REPO_PREFIX, base_kind, env_image_tag
 
     reg = default_registry()
     try:
@@ -85,7 +85,7 @@ def images(
         )
         bases: dict[str, str] = {}
         for v in variants:
-            kind = "base-cuda" if v.hardware.gpu_count else "base-cpu"
+            kind = base_kind(v)
             if kind not in bases:
                 console.print(f"building {kind} ...")
                 bases[kind] = build_base(kind, opts, echo=lambda line: None)
@@ -95,3 +95,6 @@ def images(
     except ImageBuildError as e:
         err_console.print(f"bench: error: {e}")
         return 3
+    except ValueError as e:  # a manifest naming an unknown image recipe
+        err_console.print(f"bench: error: {e}")
+        return 2

@@ -131,7 +131,8 @@ class VariantOverride(_Strict):
     data: list[str] = Field(default_factory=list)
     """Keys of ``[data.*]`` sources this variant needs (empty: synthetic, nothing to fetch)."""
     image: str | None = None
-    """Docker image recipe (``images/<name>``) for this variant."""
+    """Docker base recipe for this variant: ``cpu`` or ``cuda`` (``images/base-<name>``; a
+    variant that requests GPUs always builds on ``base-cuda``)."""
     progress: Progress | None = None
     """Progress bounds for this variant, when they differ from the family's."""
     tiny: bool = False
@@ -179,7 +180,7 @@ class FamilyManifest(_Strict):
     mutations: str = ""
     """``module:function`` returning the family's mutation operators (for offline baselines)."""
     image: str = "cpu"
-    """Default Docker image recipe."""
+    """Default Docker base recipe: ``cpu`` or ``cuda`` (see ``VariantOverride.image``)."""
     preload: list[str] = Field(default_factory=lambda: ["numpy", "torch"])
     """Modules the sandbox imports before loading a Python candidate (warm zygotes and cold starts)."""
     hashed_files: list[str] = Field(default_factory=list)

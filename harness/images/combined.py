@@ -14,12 +14,9 @@ from pathlib import Path
 from harness.envs.registry import Variant
 
 from .build import BuildOptions, _stage_context, base_build_args
-from .naming import images_dir
+from .naming import base_kind, images_dir
 
-
-def base_kind(variant: Variant) -> str:
-    """``base-cuda`` for GPU variants, else ``base-cpu``."""
-    return "base-cuda" if variant.hardware.gpu_count else "base-cpu"
+__all__ = ["base_kind", "combined_dockerfile", "remove_context", "stage_combined"]
 
 
 def combined_dockerfile(kind: str) -> str:

@@ -24,10 +24,15 @@ def images_dir() -> Path:
 
 @cache
 def harness_hash() -> str:
-    """Hash of the trusted code that runs inside images (``harness/`` sources and pyproject)."""
+    """Hash of the trusted code that runs inside images.
+
+    Covers ``harness/`` sources, pyproject and the env layer's recipe (which sets what
+    candidates may read), so a change to any of them forces new variant images.
+    """
     root = project_root()
     h = hashlib.sha256()
     files = sorted((root / "harness").rglob("*.py")) + [root / "pyproject.toml"]
+    files.append(images_dir() / "env" / "Dockerfile")
     for p in files:
         h.update(str(p.relative_to(root)).encode())
         h.update(p.read_bytes())
@@ -40,6 +45,26 @@ def recipe_hash(kind: str, build_args: dict[str, str]) -> str:
     for k in sorted(build_args):
         h.update(f"{k}={build_args[k]}".encode())
     return h.hexdigest()[:10]
+
+
+BASE_KINDS = {"cpu": "base-cpu", "cuda": "base-cuda"}
+"""The manifest's ``image`` values and the base recipe (``images/<kind>``) each selects."""
+
+
+def base_kind(variant: Variant) -> str:
+    """The base recipe a variant's image is built on: ``base-cuda`` or ``base-cpu``.
+
+    A variant that requests GPUs always gets ``base-cuda`` (a CPU torch build cannot use them),
+    whatever its ``image`` says; otherwise ``image`` picks the recipe.
+
+    Raises:
+        ValueError: If ``image`` names no known base recipe.
+    """
+    if variant.image not in BASE_KINDS:
+        raise ValueError(
+            f"variant {variant.id}: image = {variant.image!r} is not one of {sorted(BASE_KINDS)}"
+        )
+    return "base-cuda" if variant.hardware.gpu_count > 0 else BASE_KINDS[variant.image]
 
 
 def env_image_tag(variant: Variant) -> str:

@@ -18,13 +18,17 @@ import shutil
 import socket
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+from harness.envs.manifest import Hardware
 from harness.envs.registry import Variant
+from harness.evaluation.errors import InfraError
 from harness.evaluation.result import EvalResult
 from harness.images.naming import env_image_tag
 
 from . import wire
+from .gpus import assign, host_gpus
 from .prefork import ZygoteSpec
 from .remote_pool import RemotePoolBackend
 from .worker import Mode
@@ -34,6 +38,81 @@ SOCKET_DIR = "/run/evobench"
 LABEL = "evobench"
 START_TIMEOUT_S = 120.0
 TRUSTED_OVERHEAD_MB = 1536  # the in-container scorer process with torch imported
+GPU_CAPABILITIES = ["gpu", "compute", "utility"]
+"""Device-request capabilities: the NVIDIA runtime mounts the CUDA driver (``compute``) and
+``nvidia-smi`` (``utility``) whatever the base image's ``NVIDIA_DRIVER_CAPABILITIES`` says."""
+
+
+def gpu_requests(hw: Hardware, slot: int, local_gpus: list[int]) -> list[Any] | None:
+    """Docker device requests of a container for worker ``slot`` (None: a CPU variant).
+
+    With the daemon on this machine and its GPUs known (``local_gpus``), each slot gets its own
+    GPUs by id, as the local backend hands them out; otherwise (a remote daemon) Docker picks
+    ``gpu_count`` GPUs itself.
+
+    Raises:
+        InfraError: If this machine has GPUs but fewer than the variant requests.
+    """
+    from docker.types import DeviceRequest
+
+    if hw.gpu_count <= 0:
+        return None
+    ids = assign(hw.gpu_count, slot, local_gpus)
+    if ids:
+        return [DeviceRequest(device_ids=[str(i) for i in ids], capabilities=[GPU_CAPABILITIES])]
+    return [DeviceRequest(count=hw.gpu_count, capabilities=[GPU_CAPABILITIES])]
+
+
+def container_run_args(
+    variant: Variant,
+    *,
+    image: str,
+    command: list[str],
+    sockdir: str,
+    backend_id: str,
+    slot: int = 0,
+    cgroup_parent: str | None = None,
+    local_gpus: list[int] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments of ``containers.run`` for one evaluation container of ``variant``.
+
+    Memory, CPUs and pids come from the variant's hardware spec (plus the trusted server's
+    overhead); GPU variants request their GPUs (see :func:`gpu_requests`).
+
+    Raises:
+        InfraError: If this machine has GPUs but fewer than the variant requests.
+    """
+    hw = variant.hardware
+    env = {"PYTHONHASHSEED": "0"}
+    if hw.gpu_count > 0:
+        env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
+    return {
+        "image": image,
+        "command": command,
+        "detach": True,
+        "network_mode": "none",
+        "read_only": True,
+        "tmpfs": {
+            "/tmp": "rw,nosuid,nodev,size=1g,mode=1777",
+            "/sandbox": "rw,nosuid,nodev,size=1g,mode=1777",
+        },
+        "volumes": {sockdir: {"bind": SOCKET_DIR, "mode": "rw"}},
+        "mem_limit": f"{hw.memory_mb + TRUSTED_OVERHEAD_MB}m",
+        "nano_cpus": int(max(hw.cpus, 1.0) * 1e9),
+        "pids_limit": hw.pids + 64,
+        "cap_drop": ["ALL"],
+        "cap_add": ["SETUID", "SETGID", "KILL"],
+        "security_opt": ["no-new-privileges"],
+        "labels": {LABEL: "1", f"{LABEL}.backend": backend_id},
+        "device_requests": gpu_requests(hw, slot, local_gpus or []),
+        "environment": env,
+        "cgroup_parent": cgroup_parent,
+    }
+
+
+def _local_daemon(client: Any) -> bool:
+    """Whether the daemon runs on this machine (a Unix socket), so its GPUs are this machine's."""
+    return str(getattr(client.api, "base_url", "")).startswith("http+docker://")
 
 
 class DockerInfraError(RuntimeError):
@@ -54,7 +133,6 @@ class _Container:
         cgroup_parent: str | None = None,
     ) -> None:
         from docker.errors import DockerException, ImageNotFound
-        from docker.types import DeviceRequest
 
         self.variant = variant
         self.sockdir = tempfile.mkdtemp(prefix="evobench-sock-")
@@ -78,7 +156,6 @@ class _Container:
             # (cold) container's zygote serves one candidate, so huge pages would not pay off.
             spec = ZygoteSpec(hw, variant.preload, collapse=not one_shot)
             cmd += ["--prewarm", variant.id, "--zygote", spec.to_json()]
-        devices = [DeviceRequest(count=hw.gpu_count, capabilities=[["gpu"]])] if hw.gpu_count else None
         try:
             client.images.get(image)  # never let `run` try to pull: images are built, not fetched
         except ImageNotFound as e:
@@ -87,34 +164,24 @@ class _Container:
                 f"image {image} not found; build it with `bench images build --env {variant.base_id}`"
             ) from e
         try:
-            self.container = client.containers.run(
-                image,
-                cmd,
-                detach=True,
-                network_mode="none",
-                read_only=True,
-                tmpfs={
-                    "/tmp": "rw,nosuid,nodev,size=1g,mode=1777",
-                    "/sandbox": "rw,nosuid,nodev,size=1g,mode=1777",
-                },
-                volumes={self.sockdir: {"bind": SOCKET_DIR, "mode": "rw"}},
-                mem_limit=f"{hw.memory_mb + TRUSTED_OVERHEAD_MB}m",
-                nano_cpus=int(max(hw.cpus, 1.0) * 1e9),
-                pids_limit=hw.pids + 64,
-                cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID", "KILL"],
-                security_opt=["no-new-privileges"],
-                labels={LABEL: "1", f"{LABEL}.backend": backend_id},
-                device_requests=devices,
-                environment={"PYTHONHASHSEED": "0"},
+            local_gpus = host_gpus(Path("/dev")) if hw.gpu_count and _local_daemon(client) else []
+            args = container_run_args(
+                variant,
+                image=image,
+                command=cmd,
+                sockdir=self.sockdir,
+                backend_id=backend_id,
+                slot=slot,
                 cgroup_parent=cgroup_parent,
+                local_gpus=local_gpus,
             )
+            self.container = client.containers.run(**args)
         except ImageNotFound as e:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             raise DockerInfraError(
                 f"image {image} not found; build it with `bench images build --env {variant.base_id}`"
             ) from e
-        except DockerException as e:
+        except (DockerException, InfraError) as e:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             raise DockerInfraError(f"could not start a container from {image}: {e}") from e
         self.sock = self._connect()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness.envs.manifest import Hardware
 
+from .gpus import GpuAccess, gpu_access, gpu_binds, unshared_gpu_env
 from .limits import data_rlimit
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 SHIM_DIR_IN_SANDBOX = "/opt/evobench-shim"
 SANDBOX_WORKDIR = "/sandbox"
 UNPRIVILEGED_UID_BASE = 61000
+UIDS_PER_BACKEND = 16
+"""Sandbox uids (worker slots) of one local backend: uid = base + 16 * block + worker index."""
 _PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TZ")
 
 
@@ -123,6 +126,41 @@ def candidate_env(cpus: float, extra: dict[str, str] | None = None) -> dict[str,
     env.update({k: os.environ[k] for k in _PASS_THROUGH if k in os.environ})
     env.update(extra or {})
     return env
+
+
+def worker_slot(uid: int) -> int:
+    """The worker index a sandbox uid belongs to (GPUs are handed out by it)."""
+    return max(0, uid - UNPRIVILEGED_UID_BASE) % UIDS_PER_BACKEND
+
+
+def sandbox_gpus(hw: Hardware, uid: int) -> GpuAccess | None:
+    """The GPUs of the sandbox of ``uid`` for a variant with ``hw`` (None: no GPU access).
+
+    Raises:
+        InfraError: If the machine has GPUs but fewer than the variant requests.
+    """
+    if hw.gpu_count <= 0:
+        return None
+    # Hidden paths matter only for bwrap's binds; computing them imports the environments
+    # package, which a container's forked candidate zygote must not hold.
+    hidden = hidden_paths() if detect_isolation().level == "bwrap" else []
+    return gpu_access(hw, worker_slot(uid), hidden=hidden)
+
+
+def sandbox_env(hw: Hardware, uid: int) -> dict[str, str]:
+    """``candidate_env`` plus, for GPU variants, the sandbox's GPU variables (see ``gpus``).
+
+    Raises:
+        InfraError: If the machine has GPUs but fewer than the variant requests.
+    """
+    access = sandbox_gpus(hw, uid)
+    if access is None:
+        return candidate_env(hw.cpus)
+    level = detect_isolation().level
+    # bwrap binds only the assigned nodes and a container holds only its own GPUs: the candidate
+    # sees them as 0..k-1. Elsewhere every GPU is visible and host numbers select them.
+    extra = access.env if level in ("bwrap", "container") else unshared_gpu_env(access)
+    return candidate_env(hw.cpus, extra)
 
 
 def rlimits(hw: Hardware, cpu_seconds: float | None = None, memory_mb: int | None = None) -> dict[str, int]:
@@ -233,13 +271,22 @@ def _bind_args(layout: _Layout, extra_ro: list[Path]) -> None:
             layout.args += ["--tmpfs", str(h)]
 
 
-def bwrap_prefix(*, workdir: Path | None, uid: int, extra_ro: list[Path] | None = None) -> list[str]:
+def bwrap_prefix(
+    *,
+    workdir: Path | None,
+    uid: int,
+    extra_ro: list[Path] | None = None,
+    gpus: GpuAccess | None = None,
+    dev_root: Path = Path("/dev"),
+) -> list[str]:
     """The ``bwrap ... --`` prefix for one sandboxed process.
 
     Args:
         workdir: Host directory bound read-write at ``/sandbox`` (None: an empty tmpfs there).
         uid: Unprivileged uid to switch to when running as root.
         extra_ro: More host paths to bind read-only at the same place.
+        gpus: GPU device nodes and driver paths to expose (None: the sandbox's ``/dev`` has no GPU).
+        dev_root: The host device directory ``gpus`` was read from (a fake tree in tests).
     """
     args = [
         "bwrap",
@@ -270,6 +317,9 @@ def bwrap_prefix(*, workdir: Path | None, uid: int, extra_ro: list[Path] | None 
     ]
     layout = _Layout()
     _bind_args(layout, list(extra_ro or []))
+    if gpus is not None:
+        for flag, src, dest in gpu_binds(gpus, dev_root):
+            layout.bind(flag, src, dest)
     if workdir is not None:
         layout.bind("--bind", str(workdir), SANDBOX_WORKDIR)
     else:
@@ -305,14 +355,19 @@ def sandbox_command(
 ) -> list[str]:
     """Wrap ``argv`` for the best isolation available (see module docstring).
 
-    ``argv[0]`` may be ``{python}`` (the current interpreter) and paths may use ``{shim}``.
+    ``argv[0]`` may be ``{python}`` (the current interpreter) and paths may use ``{shim}``. A
+    GPU variant's bubblewrap sandbox gets its worker slot's GPUs (see :mod:`.gpus`); run it with
+    ``env=sandbox_env(hw, uid)``.
+
+    Raises:
+        InfraError: If the machine has GPUs but fewer than the variant requests.
     """
     info = detect_isolation()
     py = sys.executable
     if info.level == "bwrap":
         shim = SHIM_DIR_IN_SANDBOX
         argv = [a.replace("{python}", py).replace("{shim}", shim) for a in argv]
-        prefix = bwrap_prefix(workdir=workdir, uid=uid, extra_ro=extra_ro)
+        prefix = bwrap_prefix(workdir=workdir, uid=uid, extra_ro=extra_ro, gpus=sandbox_gpus(hw, uid))
         if nproc is not None and os.geteuid() == 0:
             prefix += ["prlimit", f"--nproc={nproc}", "--"]
         return prefix + argv

@@ -15,14 +15,12 @@ from harness.envs.registry import Variant
 from harness.evaluation.result import EvalResult, Status, program_sha256
 
 from .base import Sandbox
-from .isolation import detect_isolation
+from .isolation import UIDS_PER_BACKEND, detect_isolation
 from .limits import sweep_orphaned_cgroups
 from .worker import EvalJob, Mode, init_worker, run_job
 
 log = logging.getLogger(__name__)
 
-
-UIDS_PER_BACKEND = 16
 _UID_BLOCKS = 250  # 61000 + 250 * 16 stays below 65534 (nobody)
 _instances = itertools.count()
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness.envs.manifest import Hardware
 
-from .isolation import SANDBOX_WORKDIR, candidate_env, detect_isolation, preexec, rlimits, zygote_policy
+from .isolation import SANDBOX_WORKDIR, detect_isolation, preexec, rlimits, sandbox_env, zygote_policy
 from .process import CandidateConnection, CappedReader, Zygote, _await_ready, kill_candidate_uid
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def _become_candidate(spec: ZygoteSpec, uid: int, ctrl: socket.socket, err_w: in
     if policy.cwd is not None:
         os.chdir(policy.cwd)
     os.environ.clear()
-    os.environ.update(candidate_env(spec.hardware.cpus))
+    os.environ.update(sandbox_env(spec.hardware, uid))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     os.setgroups([])

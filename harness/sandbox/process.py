@@ -18,12 +18,12 @@ from harness.evaluation.errors import InfraError
 
 from . import wire
 from .isolation import (
-    candidate_env,
     detect_isolation,
     kill_uid,
     preexec,
     rlimits,
     sandbox_command,
+    sandbox_env,
     zygote_policy,
 )
 from .limits import CandidateMemory, CgroupError
@@ -194,7 +194,7 @@ def launch_cold(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(child.fileno(),),
-            env=candidate_env(hw.cpus),
+            env=sandbox_env(hw, uid),
             cwd=workdir,
             start_new_session=True,
             preexec_fn=_joining(memory, lim),
@@ -285,7 +285,7 @@ class Zygote:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 pass_fds=(child.fileno(),),
-                env=candidate_env(self.hw.cpus),
+                env=sandbox_env(self.hw, self.uid),
                 cwd=policy.cwd,
                 start_new_session=True,
                 preexec_fn=preexec(lim),
@@ -332,7 +332,7 @@ class Zygote:
                 self._ctrl,
                 {
                     "op": "spawn",
-                    "env": candidate_env(self.hw.cpus),
+                    "env": sandbox_env(self.hw, self.uid),
                     "limits": limits,
                     "hold": hold,
                     "data_headroom": headroom or 0,

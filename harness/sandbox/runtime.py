@@ -17,7 +17,7 @@ from harness.evaluation.errors import CandidateError, CandidateTimeout, InfraErr
 from harness.scoring.api import CallResult, ExecResult
 
 from . import wire
-from .isolation import candidate_env, preexec, rlimits, sandbox_command
+from .isolation import preexec, rlimits, sandbox_command, sandbox_env
 from .limits import CandidateMemory, CgroupError
 from .process import CandidateConnection, CappedReader, Zygote, kill_candidate_uid, kill_group, launch_cold
 
@@ -218,7 +218,7 @@ class SandboxedCandidate:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=candidate_env(self.hw.cpus),
+                env=sandbox_env(self.hw, self.uid),
                 cwd=self._workdir,
                 start_new_session=True,
                 preexec_fn=_preexec,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,11 +105,18 @@ def test_every_family_with_hacks_is_a_real_variant() -> None:
 @pytest.mark.parametrize("hack", ALL, ids=[h.id for h in ALL])
 def test_hack_fails_or_gains_nothing(backend: LocalBackend, hack: Hack) -> None:
     v = default_registry().get(hack.variant_id)
-    res = backend.evaluate(v, hack.source(v))
+    assert_verdict(hack, v, backend.evaluate(v, hack.source(v)), lambda: honest(backend, v))
+
+
+def assert_verdict(hack: Hack, v: Variant, res: EvalResult, ref_of: Callable[[], EvalResult]) -> None:
+    """Check ``res`` against the hack's header (``ref_of``: the honest result, for ``no-gain``).
+
+    Shared with the Docker runs of hostile candidates (tests/environments/test_kernels_docker.py).
+    """
     assert res.status is not Status.INFRA_ERROR, f"harness failed, not the hack: {res.reason}"
     if hack.expect == "no-gain":
         assert res.status is Status.OK, f"expected ok and no gain, got {res.status}: {res.reason[:500]}"
-        ref = honest(backend, v)
+        ref = ref_of()
         assert res.score is not None and ref.score is not None
         margin = hack.tolerance * max(1.0, abs(ref.score))
         better = res.score > ref.score + margin if v.maximize else res.score < ref.score - margin

@@ -1,0 +1,67 @@
+"""What the Docker backend asks the daemon for: resources from the hardware spec, GPUs by slot.
+
+The argument builder is tested without a daemon or GPU; starting real containers is covered by
+the ``docker``-marked tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.envs.manifest import Hardware
+from harness.envs.registry import Variant, default_registry
+from harness.evaluation.errors import InfraError
+from harness.sandbox.docker_backend import GPU_CAPABILITIES, TRUSTED_OVERHEAD_MB, container_run_args
+
+
+def _args(variant: Variant, slot: int = 0, local_gpus: list[int] | None = None) -> dict:  # type: ignore[type-arg]
+    return container_run_args(
+        variant,
+        image="evobench/env-x:1",
+        command=["python", "-P", "-m", "harness.sandbox.container_boot"],
+        sockdir="/tmp/sock",
+        backend_id="b1",
+        slot=slot,
+        local_gpus=local_gpus,
+    )
+
+
+@pytest.mark.parametrize("env_id", ["trimul-h100", "mla-decode-h200"])
+def test_gpu_variant_requests_its_gpus_and_resources(env_id: str) -> None:
+    v = default_registry().get(env_id)
+    hw = v.hardware
+    assert hw.gpu_count >= 1
+    remote = _args(v)  # no local GPU list: a remote daemon picks them
+    (req,) = remote["device_requests"]
+    assert req["Count"] == hw.gpu_count and not req["DeviceIDs"]
+    assert req["Capabilities"] == [GPU_CAPABILITIES] and "gpu" in GPU_CAPABILITIES
+    assert remote["environment"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert remote["mem_limit"] == f"{hw.memory_mb + TRUSTED_OVERHEAD_MB}m"
+    assert remote["nano_cpus"] == int(hw.cpus * 1e9) and remote["pids_limit"] == hw.pids + 64
+    # Isolation is the same as for CPU variants.
+    assert remote["network_mode"] == "none" and remote["read_only"] is True
+    assert remote["cap_drop"] == ["ALL"] and remote["security_opt"] == ["no-new-privileges"]
+    local = _args(v, slot=1, local_gpus=[0, 1, 2, 3])
+    (req,) = local["device_requests"]
+    assert req["DeviceIDs"] == ["1"] and not req.get("Count")
+
+
+def test_slots_get_disjoint_gpus_on_a_local_daemon() -> None:
+    v = default_registry().get("trimul-h100")
+    two = dataclasses.replace(v, hardware=v.hardware.model_copy(update={"gpu_count": 2}))
+    ids = [_args(two, slot=s, local_gpus=[0, 1, 2, 3])["device_requests"][0]["DeviceIDs"] for s in range(3)]
+    assert ids == [["0", "1"], ["2", "3"], ["0", "1"]]
+    with pytest.raises(InfraError, match="requests 2 GPUs but this machine offers 1"):
+        _args(two, local_gpus=[0])
+
+
+def test_cpu_variant_requests_no_gpu() -> None:
+    v = default_registry().get("trimul-tiny")
+    a = _args(v, local_gpus=[0, 1])
+    assert a["device_requests"] is None and "NVIDIA_DRIVER_CAPABILITIES" not in a["environment"]
+    assert a["mem_limit"] == f"{v.hardware.memory_mb + TRUSTED_OVERHEAD_MB}m"
+    custom = dataclasses.replace(v, hardware=Hardware(cpus=0.5, memory_mb=100, pids=8))
+    b = _args(custom)
+    assert b["nano_cpus"] == int(1e9) and b["pids_limit"] == 72  # at least one core
