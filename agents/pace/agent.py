@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from agents.base import AgentContext, Proposal
 from agents.pacevolve.agent import PACEvolveAgent
@@ -44,32 +44,13 @@ from .config import PACEConfig
 from .control import EDITABLE, safety_violation
 from .controller import Controller, Failure
 from .credit import gate, saturation, should_roll_back
-from .front import CATEGORIES, Entry, FailureCategory, ParetoFront
+from .front import Entry
 from .prompt_config import Channel, PromptConfig, crossover, mutate, revise
 from .prompted_client import PROPOSER_ROLES, PromptedClient
+from .state import PACEState, failure_categories
 from .telemetry import PACE_STEM, PACERow
 
 offline.register()
-
-
-class PACEState(BaseModel):
-    """Everything PACE adds to the scaffold's checkpoint."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: Literal["fast", "slow"] = "fast"
-    prompt: PromptConfig = PromptConfig()
-    control: dict[str, Any] = {}
-    front: ParetoFront = ParetoFront()
-    rounds: int = 0
-    slow_steps: int = 0
-    slow_attempts: int = 0
-    saturations: int = 0
-    accepted: int = 0
-    rejected: int = 0
-    rollbacks: int = 0
-    failures: list[Failure] = []
-    failure_counts: dict[str, int] = {}
 
 
 class PACEAgent(PACEvolveAgent):
@@ -263,7 +244,7 @@ class PACEAgent(PACEvolveAgent):
         island_u: list[float] = []
         p.failures, p.failure_counts = [], {}
         for row, conf, ch in zip(rows, configs, channels, strict=False):
-            cats = _failure_categories(row, u0, self._u(row.score))
+            cats = failure_categories(row, u0, self._u(row.score))
             u_i = self._u(row.score) if row.status == "ok" else 0.0
             island_u.append(u_i)
             for c in cats:
@@ -482,26 +463,10 @@ class PACEAgent(PACEvolveAgent):
         return SubsetRequest(seed=rng.getrandbits(31), size=size)
 
 
-def _failure_categories(row: IterationRow, u_best_before: float, u_row: float) -> list[FailureCategory]:
-    """PACE's taxonomy for one island's attempt (empty for a success or an infra failure)."""
-    if row.outcome.startswith("failed:"):
-        stage = row.outcome.split(":", 1)[1]
-        return ["extraction_runtime" if stage in ("implementation", "safety") else "format_constraint"]
-    if row.outcome in ("repeat", "duplicate"):
-        return ["reasoning_content"]
-    if row.status in ("error", "timeout"):
-        return ["extraction_runtime"]
-    if row.status == "invalid":
-        return ["format_constraint"]
-    if row.status == "ok" and u_row <= u_best_before:
-        return ["reasoning_content"]
-    return []
-
-
 def _json(obj: Any) -> str:
     import json
 
     return json.dumps(obj, sort_keys=True, default=str)
 
 
-__all__ = ["CATEGORIES", "PACEAgent"]
+__all__ = ["PACEAgent"]
