@@ -21,6 +21,7 @@ and its control logic C (the scaffold settings of :data:`control.EDITABLE`). No 
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import threading
 from typing import Any, ClassVar
@@ -91,15 +92,29 @@ class PACEAgent(PACEvolveAgent):
         """Fail before the run when a local model cannot load or a provider key is missing.
 
         Raises:
-            PolicyLoadError: If a ``local/`` model's files are missing.
+            ValueError: If a ``local/`` model needs packages or files that are missing (the
+                message names what to install).
             LLMConfigError: If a litellm model's provider key is missing.
         """
         from agents.learning.local_provider import is_local
-        from agents.rl.policy import check_reference
+        from agents.rl.policy import PolicyLoadError, check_reference
 
-        for model in set(self.llm_models().values()):
-            if is_local(model):
+        local = sorted({m for m in self.llm_models().values() if is_local(m)})
+        if local:
+            needs = ["transformers"] + (
+                ["gguf"] if any(m.endswith(("smollm2-135m", ".gguf")) for m in local) else []
+            )
+            missing = [m for m in needs if importlib.util.find_spec(m) is None]
+            if missing:
+                names = ", ".join(local)
+                raise ValueError(
+                    f"local models ({names}) need {' and '.join(missing)}: pip install 'evobench[rl]'"
+                )
+        for model in local:
+            try:
                 check_reference(model.split("/", 1)[1])
+            except PolicyLoadError as e:
+                raise ValueError(str(e)) from None
         super().preflight()
 
     def _make_client(self, settings: LLMSettings, ledger: Ledger) -> LLMClient:

