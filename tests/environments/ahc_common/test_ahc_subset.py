@@ -5,7 +5,6 @@ evaluation is unchanged."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 
 import pytest
 
@@ -28,11 +27,8 @@ def _cases(r: EvalResult) -> float:
 
 
 @pytest.fixture(scope="module")
-def backend() -> Iterator[object]:
-    from harness.sandbox.local import LocalBackend
-
-    with LocalBackend(workers=1) as b:
-        yield b
+def backend(local_backend: object) -> object:
+    return local_backend
 
 
 @pytest.fixture(scope="module", params=sorted(FULL_TOTALS))

@@ -3,8 +3,6 @@ predict-next-window steps i -> i+1, each with its own pair, and a full evaluatio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from harness.envs.registry import default_registry
@@ -24,11 +22,8 @@ FULL_METRICS = {
 
 
 @pytest.fixture(scope="module")
-def backend() -> Iterator[object]:
-    from harness.sandbox.local import LocalBackend
-
-    with LocalBackend(workers=1) as b:
-        yield b
+def backend(local_backend: object) -> object:
+    return local_backend
 
 
 @pytest.fixture(scope="module")

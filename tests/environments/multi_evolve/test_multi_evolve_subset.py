@@ -3,8 +3,6 @@ some of the assays, each whole (its split and what the candidate sees are unchan
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from harness.envs.registry import default_registry
@@ -17,11 +15,8 @@ N_ASSAYS = 2
 
 
 @pytest.fixture(scope="module")
-def backend() -> Iterator[object]:
-    from harness.sandbox.local import LocalBackend
-
-    with LocalBackend(workers=1) as b:
-        yield b
+def backend(local_backend: object) -> object:
+    return local_backend
 
 
 @pytest.fixture(scope="module")
