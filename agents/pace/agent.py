@@ -222,8 +222,7 @@ class PACEAgent(PACEvolveAgent):
             **fields,
         )
         if self._journal is not None:
-            self._journal.append(row)
-            self._journal.flush()
+            self._journal.append(row)  # durable now; the Parquet snapshot is written once per step
         if self._ctx is not None:
             self._ctx.log.info("pace: step %d %s %s %s", step, timescale, event, row.reason or "")
         return row
@@ -239,9 +238,13 @@ class PACEAgent(PACEvolveAgent):
     # -- the two timescales -----------------------------------------------------------------------
     def _step(self, ctx: AgentContext, state: SearchState, engine: IslandEngine) -> list[IterationRow]:
         assert self._engine_now is not None
-        if self.pace.mode == "fast":
-            return self._fast_step(ctx, state, self._engine_now)
-        return self._slow_step(ctx, state)
+        try:
+            if self.pace.mode == "fast":
+                return self._fast_step(ctx, state, self._engine_now)
+            return self._slow_step(ctx, state)
+        finally:
+            if self._journal is not None:
+                self._journal.flush()
 
     def _fast_step(self, ctx: AgentContext, state: SearchState, engine: IslandEngine) -> list[IterationRow]:
         p, cfg = self.pace, self.cfg
