@@ -149,10 +149,14 @@ def resolve(
         ref, _, label = spec.partition("=")
         name, _, prefix = ref.partition("@")
         if name not in agents_here:
-            pool_of_names = sorted(set(agents_here) | set(known_agents) | set(present))
-            close = difflib.get_close_matches(ref, pool_of_names, n=3, cutoff=0.6)
+            known = set(known_agents)
+            if name in known:  # a real agent without runs: point at the ones that have runs
+                close = difflib.get_close_matches(ref, agents_here, n=3, cutoff=0.0)
+                what = "has no runs here"
+            else:
+                close = difflib.get_close_matches(ref, sorted(set(agents_here) | known), n=3, cutoff=0.6)
+                what = "is not an agent"
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
-            what = "has no runs here" if name in set(known_agents) else "is not an agent with runs here"
             raise UnknownAgentError(
                 f"{ref!r} {what}{hint} (agents with runs: {', '.join(agents_here) or 'none'})"
             )
