@@ -125,8 +125,8 @@ def comparison_rich(c: Comparison, width: int = 80) -> Group:
     parts: list[Any] = [Text(f"{short[a]} = {a}", overflow="fold") for a in c.agents]
     parts.append(
         Text(
-            f"A − B per seed ({c.budget}); {pct} bootstrap CI; permutation p, Holm-adjusted. "
-            "↑: higher is better (A − B > 0 favours A); ↓: lower is better (A − B > 0 favours B).",
+            f"A − B per seed ({c.budget}); {pct} bootstrap CI; permutation p, Holm-adjusted\n"
+            "↑ higher is better: A − B > 0 favours A\n↓ lower is better: A − B > 0 favours B",
             style="dim",
         )
     )
