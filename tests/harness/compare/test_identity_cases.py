@@ -224,3 +224,64 @@ def test_a_run_without_candidates_loses_only_its_own_auc(store: Any) -> None:
     assert row.n_pairs == 2 and row.n_seeds == 3 and row.delta == pytest.approx(0.1)
     assert any("b2: no AUC" in n for n in vr.notes)
     assert np.isfinite([g.estimate for g in c.aggregates]).all()
+
+
+# -- hypothesis: name resolution and grouping ------------------------------------------------------
+
+_name = st.text("abcdefghij-+", min_size=3, max_size=10).filter(lambda s: s[0].isalpha() and "@" not in s)
+
+
+def _rows(runs: list[tuple[str, int, int]]) -> pd.DataFrame:
+    """Leaderboard-like rows from (agent, config value, seed)."""
+    return pd.DataFrame(
+        [
+            {
+                "run_id": f"r{i}",
+                "variant": "toy",
+                "agent": a,
+                "seed": s,
+                "agent_config_json": f'{{"k": {k}}}',
+                "models_json": "{}",
+                "budget_json": "{}",
+                "best_score": 1.0,
+                "progress": 0.5,
+                "direction": "maximize",
+                "finished_at": f"2026-01-01T00:00:{i % 60:02d}+00:00",
+                "n_infra_error": 0,
+                "cost_usd": 0.0,
+            }
+            for i, (a, k, s) in enumerate(runs)
+        ]
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    names=st.lists(_name, min_size=1, max_size=5, unique=True), which=st.integers(0, 4), cut=st.integers(0, 9)
+)
+def test_a_misspelt_agent_fails_and_suggests_the_real_one(names: list[str], which: int, cut: int) -> None:
+    real = names[which % len(names)]
+    typo = real[: cut % len(real)] + real[cut % len(real) + 1 :]  # one character dropped
+    df = with_identity(_rows([(n, 0, 0) for n in names]))
+    if typo in names:
+        return
+    with pytest.raises(UnknownAgentError) as e:
+        resolve((names[0], typo), df)
+    if len(real) >= 5:  # short names may be closer to another name than to their own typo
+        assert "did you mean" in str(e.value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "a+"]), st.integers(0, 2), st.integers(0, 3)),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_grouping_is_by_identity_one_run_per_seed(runs: list[tuple[str, int, int]]) -> None:
+    s = summarize(_rows(runs))
+    assert sorted(s["identity"]) == sorted({f"{a}@{cfg_hash({'k': k}, {}, {})}" for a, k, _ in runs})
+    for r in s.itertuples():
+        mine = [x for x in runs if f"{x[0]}@{cfg_hash({'k': x[1]}, {}, {})}" == r.identity]
+        assert r.runs == len({x[2] for x in mine}) and r.older_duplicates == len(mine) - r.runs
