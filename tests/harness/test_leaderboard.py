@@ -209,6 +209,7 @@ def test_build_leaderboard_row(
         agent="evo",
         seed=3,
         models={"mutator": "m"},
+        budget={"max_evaluations": 5},
         ended_at="2025-01-02T00:00:00+00:00",
     )
     variant = SimpleNamespace(
@@ -227,6 +228,7 @@ def test_build_leaderboard_row(
     assert (row.n_evaluations, row.n_ok, row.n_infra_error) == (5, 3, 1)
     assert row.cost_usd == pytest.approx(0.3)
     assert row.finished_at == info.ended_at and row.models_json == '{"mutator": "m"}'
+    assert row.budget_json == '{"max_evaluations": 5}'  # part of the run identity
     failed = build_leaderboard_row(info, rows[2:4], variant)
     assert failed.best_score is None and failed.progress == 0.0
     with pytest.raises(ValueError, match="not eplb-tiny@other"):
