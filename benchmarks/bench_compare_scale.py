@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.compare.identity import resolve, with_identity  # noqa: E402
 from harness.compare.paired import compare  # noqa: E402
 from harness.compare.select import Budget, variant_runs  # noqa: E402
 from harness.compare.tables import comparison_csv, frame_html, frame_markdown  # noqa: E402
@@ -141,7 +142,8 @@ def main() -> int:
             frame_markdown(s), frame_html(s, "x"), s.to_csv(), s.to_json()
 
         def run_compare(budget: Budget) -> None:
-            lb = load_leaderboard(root / "leaderboards", "bench")
+            lb = with_identity(load_leaderboard(root / "leaderboards", "bench"))
+            units = resolve(AGENTS, lb).units
             vr = variant_runs(
                 lb,
                 variant="bench-variant",
@@ -149,11 +151,11 @@ def main() -> int:
                 maximize=True,
                 y_init=0.0,
                 y_target=1.0,
-                agents=AGENTS,
+                units=units,
                 results_dir=root / "results",
                 budget=budget,
             )
-            comparison_csv(compare([vr], AGENTS, budget=budget.label(), n_resamples=4000))
+            comparison_csv(compare([vr], tuple(units), budget=budget.label(), n_resamples=4000))
 
         files = sorted((root / "results").glob("*/candidates.parquet"))
         cols = ["run_id", "seq", "status", "score", "cost_usd"]

@@ -10,8 +10,9 @@ import pandas as pd
 import tyro
 
 from harness.compare.anytime import CandidatesMissingError
+from harness.compare.identity import IDENTITY_COLUMN, Selection, resolve, with_identity
 from harness.compare.paired import compare as run_compare
-from harness.compare.select import Budget, VersionMixError, agent_curves, variant_runs
+from harness.compare.select import Budget, BudgetPastEndError, VersionMixError, agent_curves, variant_runs
 from harness.compare.tables import comparison_csv, comparison_json, comparison_rich
 from harness.envs.registry import default_registry
 from harness.results.leaderboard import load_leaderboard
@@ -22,6 +23,19 @@ from .console import console, err_console
 EXIT_USAGE = 2
 
 
+def _known_agents() -> list[str]:
+    from agents.registry import AGENTS
+
+    return sorted(AGENTS)
+
+
+def _select(specs: tuple[str, ...], lbs: list[pd.DataFrame], variant_ids: list[str], pool: bool) -> Selection:
+    """Resolve ``--agents`` against the runs of the selected variants (raises on unknown / ambiguous)."""
+    rows = pd.concat([with_identity(lb) for lb in lbs], ignore_index=True) if lbs else pd.DataFrame()
+    rows = rows[rows["variant"].isin(variant_ids)] if not rows.empty else rows.assign(**{IDENTITY_COLUMN: []})
+    return resolve(specs, rows, known_agents=_known_agents(), pool=pool)
+
+
 def compare(
     env: Annotated[tuple[str, ...], tyro.conf.UseAppendAction],
     agents: tuple[str, ...],
@@ -29,6 +43,7 @@ def compare(
     at_cost: float | None = None,
     at_wall_s: float | None = None,
     all_versions: bool = False,
+    pool: bool = False,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
     level: float = 0.95,
@@ -39,19 +54,24 @@ def compare(
 ) -> int:
     """Compare agents run on the same seeds: paired differences, CIs, permutation tests, IQM.
 
-    Per variant and pair of agents (A listed before B): mean seed-paired difference A - B in
-    progress u, best score and progress AUC, with a bootstrap CI (BCa where it applies) and a
-    sign-flip permutation p-value, Holm-adjusted over all variants and pairs. A seed one agent
-    ran and another did not counts as u = 0 for the latter and is listed. Across variants: IQM
-    of u per agent and probability of improvement, with stratified bootstrap CIs.
+    Runs are grouped by identity, ``<agent>@<cfg>`` (cfg: a short hash of the configuration,
+    models per role and budget), one run per identity and seed (the newest). Per variant and pair
+    (A listed before B): mean seed-paired difference A - B in progress u, best score and progress
+    AUC, with a bootstrap CI (BCa where it applies) and a sign-flip permutation p-value,
+    Holm-adjusted over all variants and pairs. Within a pair, a seed one ran and the other did
+    not counts as u = 0 for the other and is listed; an agent with no runs on a variant is listed
+    and left out of it. Across variants: IQM of u per agent over the variants it ran and
+    probability of improvement per pair, with stratified bootstrap CIs.
 
     Args:
         env: Variant id; repeat ``--env`` for several variants.
-        agents: Two or more agent ids.
+        agents: Two or more entries: ``AGENT`` (its one identity), ``AGENT@CFG`` (a hash prefix),
+            either with ``=LABEL`` to name it in the output.
         at_evaluations: Compare the best score after this many evaluations instead of at the end.
         at_cost: Compare after this much LLM spend (USD).
         at_wall_s: Compare after this many seconds of wall time.
         all_versions: Pool runs scored on different contents of a variant (otherwise refused).
+        pool: Let an agent name pool its runs of several identities (otherwise refused).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories (for curves, budgets and AUC).
         level: Confidence level.
@@ -70,10 +90,12 @@ def compare(
         budget.axis()
         variants = [reg.get(e) for e in env]
         tables: dict[str, pd.DataFrame] = {}
-        per_variant = []
         for v in variants:
             if v.family not in tables:
-                tables[v.family] = load_leaderboard(leaderboard_dir, v.family)
+                tables[v.family] = with_identity(load_leaderboard(leaderboard_dir, v.family))
+        sel = _select(tuple(agents), list(tables.values()), [v.id for v in variants], pool)
+        per_variant = []
+        for v in variants:
             per_variant.append(
                 variant_runs(
                     tables[v.family],
@@ -82,16 +104,22 @@ def compare(
                     maximize=v.maximize,
                     y_init=v.progress.y_init,
                     y_target=v.progress.y_target,
-                    agents=tuple(agents),
+                    units=sel.units,
                     results_dir=results_dir,
                     budget=budget,
                     all_versions=all_versions,
                 )
             )
         result = run_compare(
-            per_variant, tuple(agents), budget=budget.label(), level=level, n_resamples=resamples, seed=seed
+            per_variant,
+            tuple(sel.units),
+            budget=budget.label(),
+            level=level,
+            n_resamples=resamples,
+            seed=seed,
         )
-    except (VersionMixError, CandidatesMissingError, ValueError) as e:
+        result.notes[:0] = sel.notes
+    except (VersionMixError, CandidatesMissingError, BudgetPastEndError, ValueError) as e:
         err_console.print(f"bench: error: {e}")
         return EXIT_USAGE
     if result.runs.empty:
@@ -104,7 +132,7 @@ def compare(
     elif csv_out:
         sys.stdout.write(comparison_csv(result))
     else:
-        console.print(comparison_rich(result))
+        console.print(comparison_rich(result, width=console.width))
     return 0
 
 
@@ -116,6 +144,7 @@ def plot(
     metric: Literal["score", "u"] = "score",
     train: Path | None = None,
     all_versions: bool = False,
+    pool: bool = False,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
 ) -> int:
@@ -124,11 +153,12 @@ def plot(
     Args:
         out: Output file, ``.png`` or ``.svg``.
         env: Variant whose runs to plot.
-        agents: Agents to plot (default: all with runs).
+        agents: Agents to plot (``AGENT``, ``AGENT@CFG``, ``...=LABEL``; default: every identity with runs).
         x: x axis: evaluations, wall time or LLM cost.
         metric: ``score`` (best score) or ``u`` (normalised progress).
         train: Instead of curves, plot the diagnostics in this ``train.parquet`` (or run directory).
         all_versions: Pool runs scored on different contents.
+        pool: Let an agent name pool its runs of several identities.
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories.
     """
@@ -146,13 +176,14 @@ def plot(
                 err_console.print("bench: error: give --env (curves) or --train (RL diagnostics)")
                 return EXIT_USAGE
             v = default_registry().get(env)
-            lb = load_leaderboard(leaderboard_dir, v.family)
+            lb = with_identity(load_leaderboard(leaderboard_dir, v.family))
+            sel = _select(tuple(agents), [lb], [v.id], pool) if agents else None
             curves, notes = agent_curves(
                 lb,
                 variant=v.id,
                 current_hash=v.hash,
                 maximize=v.maximize,
-                agents=tuple(agents) or None,
+                units=sel.units if sel else None,
                 results_dir=results_dir,
                 with_times=x == "wall_s",
                 all_versions=all_versions,

@@ -96,7 +96,10 @@ def leaderboard(
     all_versions: bool = False,
     format: Literal["table", "md", "html", "csv", "json"] = "table",
 ) -> int:
-    """Compare agents on one variant: runs, seeds, best, mean +- SEM of best score, progress.
+    """Compare agents on one variant: runs, best, mean +- SEM of best score, progress.
+
+    One row per run identity ``<agent>@<cfg>`` (agent, configuration, models, budget; see
+    ``bench compare``), one run per seed (the newest): different configurations are never pooled.
 
     Args:
         env: Variant id (e.g. ``eplb-tiny``).
@@ -129,31 +132,27 @@ def leaderboard(
         }[format]()
         sys.stdout.write(text)
         return 0
-    arrow = "higher" if v.maximize else "lower"
-    t = Table(title=f"{v.id} v{v.version} ({v.hash}) - combined score, {arrow} is better")
-    for col in (
-        "agent",
-        "runs",
-        "seeds",
-        "best",
-        "mean +- SEM",
-        "progress u +- SEM",
-        "infra errors",
-        "cost $",
-    ):
-        t.add_column(col)
+    arrow = "higher ↑" if v.maximize else "lower ↓"
+    t = Table(title=f"{v.id} v{v.version} ({v.hash}): score, {arrow} is better")
+    # labels may fold (every character stays, so pacevolve@… and pacevolve++@… stay distinct);
+    # numbers never wrap
+    t.add_column("agent@cfg", overflow="fold", min_width=12)
+    for col in ("runs", "best", "mean ± SEM", "u ± SEM", "infra", "cost $"):
+        t.add_column(col, no_wrap=True, justify="right")
     for _, r in s.iterrows():
         t.add_row(
-            str(r["agent"]),
+            str(r["identity"]),
             str(r["runs"]),
-            str(r["seeds"]),
             fmt(r["best"]),
-            f"{fmt(r['score_mean'])} +- {fmt(r['score_sem'], 2)}",
-            f"{fmt(r['progress_mean'], 3)} +- {fmt(r['progress_sem'], 2)}",
+            f"{fmt(r['score_mean'])} ± {fmt(r['score_sem'], 2)}",
+            f"{fmt(r['progress_mean'], 3)} ± {fmt(r['progress_sem'], 2)}",
             str(r["n_infra_error"]),
             fmt(r["cost_usd"], 3),
         )
     console.print(t)
+    older = int(s["older_duplicates"].sum())
+    if older:
+        console.print(f"[dim]{older} older run(s) of a seed already run by the same identity ignored.[/dim]")
     if stale and not all_versions:
         console.print(f"[dim]{stale} rows from other contents of {v.id} hidden (--all-versions).[/dim]")
     return 0

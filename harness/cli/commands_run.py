@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +31,13 @@ from harness.sandbox.worker import Mode
 from .console import console, err_console, fmt
 
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+def _failed_text(failed: Counter[str]) -> str:
+    """``failed N (error a, timeout b, ...)``: evaluations that did not score, by status."""
+    n = sum(failed.values())
+    detail = ", ".join(f"{k} {c}" for k, c in sorted(failed.items()))
+    return f"failed {n}" + (f" ({detail})" if n else "")
 
 
 def _check_data(v: Variant) -> bool:
@@ -228,17 +236,21 @@ def run(
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("best {task.fields[best]}"),
+        TextColumn("{task.fields[failed]}"),
         TextColumn("{task.fields[train]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
         disable=no_progress,
     )
-    task = progress.add_task(v.id, total=total, best="-", train="")
+    task = progress.add_task(v.id, total=total, best="-", failed="failed 0", train="")
     train_fields = getattr(ag, "progress_fields", None)
     best: list[float | None] = [None]
+    failed: Counter[str] = Counter()
 
     def on_result(ev: Evaluated) -> None:
+        if ev.result.status is not Status.OK:
+            failed[str(ev.result.status)] += 1
         s = ev.result.score
         if s is not None and (best[0] is None or (s > best[0] if v.maximize else s < best[0])):
             best[0] = s
@@ -246,7 +258,7 @@ def run(
         if callable(train_fields):  # learning agents: step, last mean reward, adapter version
             f = train_fields()
             train = " ".join(f"{k} {x}" for k, x in f.items())
-        progress.update(task, advance=1, best=fmt(best[0], 6), train=train)
+        progress.update(task, advance=1, best=fmt(best[0], 6), failed=_failed_text(failed), train=train)
 
     try:
         with (
@@ -256,6 +268,8 @@ def run(
             out = drive(
                 store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result
             )
+        # the final line counts every journaled evaluation, replayed ones included
+        failed = Counter(str(r.status) for r in store.rows() if r.status is not Status.OK)
     except KeyboardInterrupt:
         err_console.print(f"interrupted; finish it with: bench run --resume {store.run_dir}")
         return EXIT_INTERRUPTED
@@ -267,6 +281,6 @@ def run(
     i = out.info
     console.print(
         f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
-        f"best {fmt(i.best_score, 6)}; results in {out.run_dir}"
+        f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}; results in {out.run_dir}"
     )
     return 0

@@ -165,7 +165,20 @@ def at_budget(curves: pd.DataFrame, axis: Axis, budget: float) -> pd.Series:
     return last.reindex(_runs(curves))
 
 
-def progress_auc(curves: pd.DataFrame, y_init: float, y_target: float, horizon: int) -> pd.Series:
+def reach(curves: pd.DataFrame, axis: Axis) -> pd.Series:
+    """How far each run got on ``axis`` (its last evaluation count, wall time or cumulative cost).
+
+    Raises:
+        KeyError: If ``axis`` is ``wall_s`` and the curves carry no times.
+    """
+    last = curves.groupby("run_id", sort=False, observed=True)[axis].max()
+    last.index = last.index.astype(str)
+    return last.reindex(_runs(curves))
+
+
+def progress_auc(
+    curves: pd.DataFrame, y_init: float, y_target: float, horizon: int | Mapping[str, int]
+) -> pd.Series:
     """Normalised area under each run's progress curve over the first ``horizon`` evaluations.
 
     ``AUC = (1 / horizon) * sum_{k=1..horizon} u(best after k evaluations)``, in [0, 1]; a run
@@ -175,23 +188,63 @@ def progress_auc(curves: pd.DataFrame, y_init: float, y_target: float, horizon: 
         curves: Output of :func:`best_so_far`.
         y_init: Progress bound of the initial program.
         y_target: Progress bound regarded as solved.
-        horizon: Number of evaluations the area covers.
+        horizon: Number of evaluations the area covers, one for all runs or per run id (a run
+            absent from the mapping uses its own length).
 
     Returns:
         Run id -> AUC.
 
     Raises:
-        ValueError: If ``horizon`` < 1.
+        ValueError: If a horizon is < 1.
     """
-    if horizon < 1:
+    runs = _runs(curves)
+    if isinstance(horizon, Mapping):
+        own = reach(curves, "evaluations")
+        h = pd.Series({r: int(horizon.get(r, own[r])) for r in runs}, dtype=np.int64)
+    else:
+        h = pd.Series(int(horizon), index=runs, dtype=np.int64)
+    if (h < 1).any():
         raise ValueError("horizon must be >= 1")
-    within = curves[curves["evaluations"] <= horizon]
+    per_row = h.reindex(curves["run_id"].astype(str)).to_numpy()
+    within = curves[curves["evaluations"].to_numpy() <= per_row]
     u = pd.Series(progress_of(within["best"], y_init, y_target), index=within.index)
     g = u.groupby(within["run_id"], sort=False, observed=True)
     total, n, last = g.sum(), g.size(), g.last()
-    auc = (total + (horizon - n) * last) / horizon
-    auc.index = auc.index.astype(str)
-    return auc.reindex(_runs(curves)).fillna(0.0)
+    for s in (total, n, last):
+        s.index = s.index.astype(str)
+    auc = (total + (h.reindex(total.index) - n) * last) / h.reindex(total.index)
+    return auc.reindex(runs).fillna(0.0)
+
+
+def progress_auc_on(
+    curves: pd.DataFrame, axis: Axis, budget: float, y_init: float, y_target: float
+) -> pd.Series:
+    """Time- (or cost-) averaged progress over ``[0, budget]`` of ``axis``: ``(1/B) * integral u(x) dx``.
+
+    Each run's u is a step function that is 0 from the run's start until its first point and
+    then holds each point's value until the next; points past ``budget`` do not count.
+
+    Args:
+        curves: Output of :func:`best_so_far`.
+        axis: ``wall_s`` or ``cost_usd`` (``evaluations`` is :func:`progress_auc`).
+        budget: Positive end of the interval.
+        y_init: Progress bound of the initial program.
+        y_target: Progress bound regarded as solved.
+
+    Returns:
+        Run id -> AUC in [0, 1].
+
+    Raises:
+        ValueError: If ``budget`` is not positive.
+    """
+    if not budget > 0:
+        raise ValueError(f"an area needs a positive budget, got {budget}")
+    x = np.clip(curves[axis].to_numpy(dtype=np.float64), 0.0, budget)
+    u = progress_of(curves["best"], y_init, y_target)
+    key = curves["run_id"].astype(str).to_numpy()
+    nxt = pd.Series(x).groupby(key, sort=False).shift(-1).fillna(budget).to_numpy()
+    area = pd.Series(u * (nxt - x)).groupby(key, sort=False).sum() / budget
+    return area.reindex(_runs(curves)).fillna(0.0)
 
 
 def on_grid(

@@ -24,9 +24,13 @@ class PairedRow:
     """Agent A minus agent B on one variant and one metric, paired by seed."""
 
     variant: str
+    """Variant id."""
     metric: str
+    """``u``, ``score`` or ``auc`` (:data:`METRICS`)."""
     agent_a: str
+    """Label of A (``<agent>@<cfg>`` or the ``=LABEL`` given)."""
     agent_b: str
+    """Label of B."""
     n_seeds: int
     """Seeds run by A or B."""
     n_pairs: int
@@ -36,16 +40,23 @@ class PairedRow:
     missing_b: list[int]
     """Seeds A ran and B did not."""
     mean_a: float
+    """Mean of A's values over the pair's seeds (NaN when none)."""
     mean_b: float
+    """Mean of B's values over the pair's seeds."""
     delta: float
     """Mean of the per-seed differences A - B (NaN without pairs)."""
     ci_lo: float
+    """Lower bound of the bootstrap CI of ``delta``."""
     ci_hi: float
+    """Upper bound of the bootstrap CI of ``delta``."""
     ci_method: str
+    """How the CI was formed (``BCa``, ``percentile``, ``degenerate``, ``none``)."""
     p_value: float
     """Two-sided paired permutation p-value (NaN without pairs)."""
     p_holm: float = math.nan
     """Holm-adjusted p-value over all variants and pairs compared on this metric."""
+    maximize: bool = True
+    """Direction of the metric: u and AUC are always higher-is-better, a raw score may not be."""
 
 
 @dataclass
@@ -55,13 +66,19 @@ class AggregateRow:
     kind: str
     """``iqm`` or ``poi``."""
     agent_a: str
+    """Label of the agent (IQM) or of A (probability of improvement)."""
     agent_b: str
-    """Empty for ``iqm``."""
+    """Label of B; empty for ``iqm``."""
     estimate: float
+    """The statistic on the observed runs."""
     ci_lo: float
+    """Lower bound of the stratified bootstrap CI."""
     ci_hi: float
+    """Upper bound of the stratified bootstrap CI."""
     n_runs: int
+    """Runs (IQM) or run values of both agents (P, seed gaps of the pair counted as u = 0) used."""
     n_variants: int
+    """Variants the statistic spans."""
 
 
 @dataclass
@@ -69,13 +86,17 @@ class Comparison:
     """Everything ``bench compare`` reports."""
 
     agents: tuple[str, ...]
+    """Unit labels, in the order given."""
     budget: str
+    """Where the runs were compared (``final`` or ``at ...``)."""
     level: float
+    """Confidence level."""
     paired: list[PairedRow] = field(default_factory=list)
     aggregates: list[AggregateRow] = field(default_factory=list)
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
-    """Per-run values used (with a ``variant`` column; missing runs included with ``run_id`` empty)."""
+    """Per-run values used (with a ``variant`` column); missing runs are listed in the paired rows."""
     notes: list[str] = field(default_factory=list)
+    """Things the reader must know (missing seeds, left-out agents, duplicates)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (NaN becomes None)."""
@@ -107,52 +128,33 @@ class Comparison:
         )
 
 
-def _with_missing(vr: VariantRuns, agents: tuple[str, ...]) -> pd.DataFrame:
-    """The variant's runs plus a placeholder row (u = AUC = 0, no score) per missing (agent, seed)."""
-    runs = vr.runs
-    seeds = sorted(set(runs["seed"].tolist()))
-    have = set(zip(runs["agent"], runs["seed"], strict=True))
-    extra = [
-        {
-            "run_id": "",
-            "agent": a,
-            "seed": s,
-            "score": math.nan,
-            "u": 0.0,
-            "auc": 0.0 if runs["auc"].notna().any() else math.nan,
-        }
-        for a in agents
-        for s in seeds
-        if (a, s) not in have
-    ]
-    full = (
-        pd.concat([runs, pd.DataFrame(extra, columns=runs.columns)], ignore_index=True)
-        if extra
-        else runs.copy()
-    )
-    full.insert(0, "variant", vr.variant)
-    full["missing"] = full["run_id"] == ""
-    return full.sort_values(["agent", "seed"], ignore_index=True)
+def _pair_frame(
+    runs: pd.DataFrame, a: str, b: str, metric: str
+) -> tuple[list[int], list[int], list[int], np.ndarray, np.ndarray]:
+    """Seeds of A or B, the seeds each lacks, and both metric vectors over those seeds.
+
+    A seed one of the two ran and the other did not counts as u = 0 / AUC = 0 for the other (it
+    had its chance and produced nothing) and gives no score pair. Only the pair's own seeds count,
+    so no other agent can change the figures.
+    """
+    ra = runs[runs["agent"] == a].set_index("seed")[metric]
+    rb = runs[runs["agent"] == b].set_index("seed")[metric]
+    seeds = sorted(set(ra.index) | set(rb.index))
+    missing_a = [s for s in seeds if s not in ra.index]
+    missing_b = [s for s in seeds if s not in rb.index]
+    fill = math.nan if metric == "score" else 0.0
+    xa = ra.reindex(seeds).to_numpy(dtype=np.float64, copy=True)
+    xb = rb.reindex(seeds).to_numpy(dtype=np.float64, copy=True)
+    xa[np.isin(seeds, missing_a)] = fill
+    xb[np.isin(seeds, missing_b)] = fill
+    return seeds, missing_a, missing_b, xa, xb
 
 
 def _pair(
-    vr: VariantRuns,
-    full: pd.DataFrame,
-    a: str,
-    b: str,
-    metric: str,
-    level: float,
-    n_resamples: int,
-    seed: int,
+    vr: VariantRuns, a: str, b: str, metric: str, level: float, n_resamples: int, seed: int
 ) -> PairedRow:
-    ra = full[full["agent"] == a].set_index("seed")
-    rb = full[full["agent"] == b].set_index("seed")
-    seeds = sorted(set(ra.index[~ra["missing"]]) | set(rb.index[~rb["missing"]]))
-    missing_a = [s for s in seeds if s not in ra.index or bool(ra.at[s, "missing"])]
-    missing_b = [s for s in seeds if s not in rb.index or bool(rb.at[s, "missing"])]
-    xa = ra[metric].reindex(seeds).to_numpy(dtype=np.float64)
-    xb = rb[metric].reindex(seeds).to_numpy(dtype=np.float64)
-    both = ~np.isnan(xa) & ~np.isnan(xb)  # score: only seeds both runs scored; u / AUC: all seeds
+    seeds, missing_a, missing_b, xa, xb = _pair_frame(vr.runs, a, b, metric)
+    both = ~np.isnan(xa) & ~np.isnan(xb)  # score: seeds both runs scored; AUC: runs that have a curve
     d = xa[both] - xb[both]
     if d.size:
         ci = mean_ci(d, level=level, n_resamples=n_resamples, seed=seed)
@@ -175,6 +177,7 @@ def _pair(
         ci_hi=ci.hi if ci else math.nan,
         ci_method=ci.method if ci else "none",
         p_value=p,
+        maximize=vr.maximize if metric == "score" else True,
     )
 
 
@@ -191,13 +194,16 @@ def compare(
 
     Per variant and metric: mean paired difference A - B with a bootstrap CI and a sign-flip
     permutation p-value; p-values are Holm-adjusted per metric over all (variant, pair) tests.
-    A run missing for a seed that the other agent ran counts as u = 0 and AUC = 0, and gives no
-    score pair; missing seeds are listed in the result. Across variants: IQM of u per agent and
-    the probability of improvement per pair, with stratified bootstrap CIs.
+    Within a pair, a seed one ran and the other did not counts as u = 0 and AUC = 0 for the other
+    and gives no score pair (listed). An agent with no runs on a variant is listed and left out of
+    that variant. Across variants: IQM of each agent's own runs' u over the variants it ran, and
+    the probability of improvement per pair over the variants both ran, with stratified bootstrap
+    CIs. Nothing but a p_holm depends on which other agents are listed (Holm adjusts over every
+    test made, so adding agents can only raise it).
 
     Args:
         variants: Per-variant runs (:func:`~harness.compare.select.variant_runs`).
-        agents: At least two distinct agents.
+        agents: At least two distinct unit labels.
         budget: Label of where the runs were compared.
         level: Confidence level.
         n_resamples: Bootstrap resamples.
@@ -215,18 +221,26 @@ def compare(
     fulls = []
     for vr in variants:
         out.notes.extend(vr.notes)
-        full = _with_missing(vr, agents)
-        fulls.append(full)
+        runs = vr.runs
+        have = [a for a in agents if (runs["agent"] == a).any()]
         for a in agents:
-            if not (full["agent"] == a).any():
-                out.notes.append(f"{vr.variant}: no runs of {a}")
-        for m in full.loc[full["missing"], ["agent", "seed"]].itertuples(index=False):
-            out.notes.append(f"{vr.variant}: {m.agent} has no run for seed {m.seed}: counted as u = 0")
-        metrics = [m for m in METRICS if m != "auc" or vr.runs["auc"].notna().any()]
-        for metric in metrics:
-            for a, b in combinations(agents, 2):
-                if (full["agent"] == a).any() and (full["agent"] == b).any():
-                    out.paired.append(_pair(vr, full, a, b, metric, level, n_resamples, seed))
+            if a not in have:
+                out.notes.append(f"{vr.variant}: no runs of {a}: left out of this variant")
+        metrics = [m for m in METRICS if m != "auc" or runs["auc"].notna().any()]
+        for a, b in combinations(have, 2):
+            for metric in metrics:
+                out.paired.append(_pair(vr, a, b, metric, level, n_resamples, seed))
+            row = out.paired[-len(metrics)] if metrics else None
+            if row is not None:
+                for who, other, seeds in ((a, b, row.missing_a), (b, a, row.missing_b)):
+                    if seeds:
+                        out.notes.append(
+                            f"{vr.variant}: {who} has no run for seed {' '.join(map(str, seeds))} that "
+                            f"{other} ran: counted as u = 0 in {a} vs {b}"
+                        )
+        full = runs.copy()
+        full.insert(0, "variant", vr.variant)
+        fulls.append(full.sort_values(["agent", "seed"], ignore_index=True))
     few = sorted({r.n_pairs for r in out.paired if 0 < r.n_pairs < SMALL_N})
     if few:
         out.notes.append(
@@ -239,30 +253,38 @@ def compare(
         for r, p in zip(rows, holm([r.p_value for r in rows]), strict=True):
             r.p_holm = p
     out.runs = pd.concat(fulls, ignore_index=True) if fulls else pd.DataFrame()
-    _aggregate(out, fulls, agents, level, n_resamples, seed)
+    _aggregate(out, variants, agents, level, n_resamples, seed)
     return out
 
 
 def _aggregate(
     out: Comparison,
-    fulls: list[pd.DataFrame],
+    variants: list[VariantRuns],
     agents: tuple[str, ...],
     level: float,
     n_resamples: int,
     seed: int,
 ) -> None:
-    """IQM of u per agent and probability of improvement per pair, over variants every agent ran."""
-    shared = [f for f in fulls if all((f["agent"] == a).any() for a in agents)]
-    if not shared:
-        return
-    u = {
-        a: {str(f["variant"].iloc[0]): f.loc[f["agent"] == a, "u"].to_numpy() for f in shared} for a in agents
-    }
+    """IQM of u per agent over the variants it ran; P(A > B) per pair over the variants both ran."""
+    ran = {a: [vr for vr in variants if (vr.runs["agent"] == a).any()] for a in agents}
     for a in agents:
-        ci = stratified_iqm(u[a], level=level, n_resamples=n_resamples, seed=seed)
-        n = sum(v.size for v in u[a].values())
-        out.aggregates.append(AggregateRow("iqm", a, "", ci.estimate, ci.lo, ci.hi, n, len(shared)))
+        if not ran[a]:
+            continue
+        u = {vr.variant: vr.runs.loc[vr.runs["agent"] == a, "u"].to_numpy() for vr in ran[a]}
+        ci = stratified_iqm(u, level=level, n_resamples=n_resamples, seed=seed)
+        n = sum(v.size for v in u.values())
+        out.aggregates.append(AggregateRow("iqm", a, "", ci.estimate, ci.lo, ci.hi, n, len(u)))
+        if len(u) < len(variants):
+            out.notes.append(f"IQM({a}) is over the {len(u)} of {len(variants)} variants it ran")
     for a, b in combinations(agents, 2):
-        ci = probability_of_improvement(u[a], u[b], level=level, n_resamples=n_resamples, seed=seed)
-        n = sum(v.size for v in u[a].values()) + sum(v.size for v in u[b].values())
-        out.aggregates.append(AggregateRow("poi", a, b, ci.estimate, ci.lo, ci.hi, n, len(shared)))
+        both = [vr for vr in ran[a] if vr in ran[b]]
+        if not both:
+            out.notes.append(f"P({a} > {b}): no variant both ran")
+            continue
+        ua: dict[str, np.ndarray] = {}
+        ub: dict[str, np.ndarray] = {}
+        for vr in both:
+            _, _, _, ua[vr.variant], ub[vr.variant] = _pair_frame(vr.runs, a, b, "u")
+        ci = probability_of_improvement(ua, ub, level=level, n_resamples=n_resamples, seed=seed)
+        n = sum(v.size for v in ua.values()) + sum(v.size for v in ub.values())
+        out.aggregates.append(AggregateRow("poi", a, b, ci.estimate, ci.lo, ci.hi, n, len(both)))

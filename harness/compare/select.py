@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,9 +18,12 @@ from .anytime import (
     at_budget,
     best_so_far,
     progress_auc,
+    progress_auc_on,
     progress_of,
+    reach,
     read_candidates,
 )
+from .identity import IDENTITY_COLUMN, with_identity
 
 RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 """Columns of :attr:`VariantRuns.runs`."""
@@ -25,6 +31,10 @@ RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 
 class VersionMixError(ValueError):
     """The selected runs of a variant were scored on different contents (content hashes)."""
+
+
+class BudgetPastEndError(ValueError):
+    """A comparison budget lies past the end of some runs (their values there would be invented)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,7 @@ class Budget:
 
 @dataclass
 class VariantRuns:
-    """The runs of one variant entering a comparison, one per (agent, seed)."""
+    """The runs of one variant entering a comparison, one per (unit, seed)."""
 
     variant: str
     """Variant id."""
@@ -79,24 +89,33 @@ class VariantRuns:
     maximize: bool
     """Score direction."""
     runs: pd.DataFrame
-    """One row per run with :data:`RUN_COLUMNS` (``auc`` NaN when curves are unavailable)."""
+    """One row per run with :data:`RUN_COLUMNS` (``agent`` holds the unit label; ``auc`` NaN when
+    the run's curve is unavailable)."""
     notes: list[str] = field(default_factory=list)
     """Things the reader must know (duplicates replaced, stale contents, missing curves)."""
 
 
+Units = Mapping[str, tuple[str, ...]]
+"""Unit label -> the run identities (``<agent>@<cfg>``) it holds (:class:`~.identity.Selection`)."""
+
+
+def _unit_map(units: Units) -> dict[str, str]:
+    return {ident: label for label, idents in units.items() for ident in idents}
+
+
 def select_runs(
-    lb: pd.DataFrame, variant: str, current_hash: str, agents: tuple[str, ...], *, all_versions: bool
+    lb: pd.DataFrame, variant: str, current_hash: str, units: Units, *, all_versions: bool
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The leaderboard rows of ``variant`` for ``agents``, one per (agent, seed).
+    """The leaderboard rows of ``variant`` for ``units``, one per (unit, seed), ``agent`` = unit label.
 
     Runs scored on different contents are refused unless ``all_versions``. When one
-    (agent, seed) has several runs the most recently finished one is kept, and a note says so.
+    (unit, seed) has several runs the most recently finished one is kept, and a note says so.
 
     Args:
-        lb: Leaderboard rows (``load_leaderboard``).
+        lb: Leaderboard rows (``load_leaderboard``; the identity column is added when absent).
         variant: Variant id.
         current_hash: The variant's content hash in this checkout.
-        agents: Agents to keep.
+        units: Unit label -> identities.
         all_versions: Allow mixing content hashes.
 
     Returns:
@@ -106,7 +125,11 @@ def select_runs(
         VersionMixError: If the rows span several content hashes and ``all_versions`` is off.
     """
     notes: list[str] = []
-    df = lb[(lb["variant"] == variant) & lb["agent"].isin(agents)]
+    if IDENTITY_COLUMN not in lb:
+        lb = with_identity(lb)
+    unit_of = _unit_map(units)
+    df = lb[(lb["variant"] == variant) & lb[IDENTITY_COLUMN].isin(list(unit_of))].copy()
+    df["agent"] = df[IDENTITY_COLUMN].map(unit_of)
     hashes = df["env_hash"].value_counts()
     if len(hashes) > 1 and not all_versions:
         detail = ", ".join(f"{h} ({n} runs)" for h, n in hashes.items())
@@ -121,8 +144,30 @@ def select_runs(
     df = df.sort_values("finished_at", kind="stable")
     dup = df.duplicated(["agent", "seed"], keep="last")
     for (a, s), g in df[dup].groupby(["agent", "seed"]):
-        notes.append(f"{variant}: {a} seed {s}: {len(g)} older run(s) ignored, latest kept")
+        notes.append(f"{variant}: {a} seed {s}: {len(g)} older run(s) ignored, the newest kept")
     return df[~dup].reset_index(drop=True), notes
+
+
+def _budget_evaluations(text: Any) -> int | None:
+    """``max_evaluations`` of a row's ``budget_json`` (None when unknown)."""
+    try:
+        value = json.loads(text).get("max_evaluations") if isinstance(text, str) else None
+    except (ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def _check_reach(variant: str, curves: pd.DataFrame, axis: Axis, budget: float, label: str) -> None:
+    got = reach(curves, axis)
+    short = got[~(got >= budget)]
+    if not short.empty:
+        unit = {"evaluations": " evaluations", "wall_s": " s", "cost_usd": " USD"}[axis]
+        runs = ", ".join(f"{r} ({v:g}{unit})" for r, v in short.items())
+        raise BudgetPastEndError(
+            f"{variant}: {label} lies past the end of {len(short)} run(s): {runs}; "
+            f"the largest budget every run reached is {float(got.min()):g}{unit}"
+            + ("; these runs recorded no LLM cost" if axis == "cost_usd" and not got.max() > 0 else "")
+        )
 
 
 def variant_runs(
@@ -133,7 +178,7 @@ def variant_runs(
     maximize: bool,
     y_init: float,
     y_target: float,
-    agents: tuple[str, ...],
+    units: Units,
     results_dir: Path,
     budget: Budget = Budget(),
     all_versions: bool = False,
@@ -141,7 +186,9 @@ def variant_runs(
     """Select a variant's runs and compute score, progress u and progress AUC per run.
 
     Final values come from the leaderboard; at a budget (and for the AUC) they come from each
-    run's ``results_dir/<run_id>/candidates.parquet``.
+    run's ``results_dir/<run_id>/candidates.parquet``. Every figure of a run depends on that run
+    alone: at the end the AUC spans the run's own evaluation budget (its length when the budget is
+    unknown); at a budget, values and AUC span the budget, which every run must have reached.
 
     Args:
         lb: Leaderboard rows.
@@ -150,7 +197,7 @@ def variant_runs(
         maximize: Score direction.
         y_init: Progress bound of the initial program.
         y_target: Progress bound regarded as solved.
-        agents: Agents to compare.
+        units: Unit label -> identities to compare.
         results_dir: Directory holding the run directories.
         budget: Where to compare.
         all_versions: Allow mixing content hashes.
@@ -161,9 +208,10 @@ def variant_runs(
     Raises:
         VersionMixError: See :func:`select_runs`.
         CandidatesMissingError: If a budget is set and a run's candidates are missing.
+        BudgetPastEndError: If a budget lies past the end of a run.
         ValueError: If the budget is invalid.
     """
-    rows, notes = select_runs(lb, variant, current_hash, agents, all_versions=all_versions)
+    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions)
     axis = budget.axis()
     out = pd.DataFrame(
         {
@@ -175,6 +223,7 @@ def variant_runs(
             "auc": math.nan,
         }
     )
+    env_hash = _hash_of(rows, current_hash)
     paths = {rid: Path(results_dir) / rid / "candidates.parquet" for rid in out["run_id"]}
     absent = [rid for rid, p in paths.items() if not p.is_file()]
     if absent and axis is not None:
@@ -182,21 +231,37 @@ def variant_runs(
             f"{variant}: comparing {budget.label()} needs candidates.parquet of every run; "
             f"missing in {results_dir} for {', '.join(absent)}"
         )
-    if absent:
-        notes.append(f"{variant}: no candidates in {results_dir} for {len(absent)} run(s); AUC not shown")
-        return VariantRuns(variant, _hash_of(rows, current_hash), maximize, out, notes)
-    if out.empty:
-        return VariantRuns(variant, current_hash, maximize, out, notes)
+    if absent:  # only these runs lose their AUC; the others keep theirs
+        notes.append(
+            f"{variant}: no candidates in {results_dir} for {', '.join(absent)}: no AUC for these runs"
+        )
+    paths = {k: v for k, v in paths.items() if k not in absent}
+    if not paths:
+        return VariantRuns(variant, env_hash, maximize, out, notes)
     curves = best_so_far(
         read_candidates(paths, with_times=axis is not None and axis[0] == "wall_s"), maximize=maximize
     )
     if axis is not None:
+        _check_reach(variant, curves, axis[0], axis[1], budget.label())
         best = at_budget(curves, axis[0], axis[1]).reindex(out["run_id"]).to_numpy()
         out["score"] = best
         out["u"] = progress_of(best, y_init, y_target)
-    horizon = int(budget.evaluations) if budget.evaluations else int(curves["evaluations"].max())
-    out["auc"] = progress_auc(curves, y_init, y_target, max(horizon, 1)).reindex(out["run_id"]).to_numpy()
-    return VariantRuns(variant, _hash_of(rows, current_hash), maximize, out, notes)
+    if axis is None:
+        horizons = {
+            str(r): h
+            for r, b in zip(
+                rows["run_id"], rows.get("budget_json", pd.Series(None, index=rows.index)), strict=True
+            )
+            if (h := _budget_evaluations(b)) is not None
+        }
+        auc: pd.Series | None = progress_auc(curves, y_init, y_target, horizons)
+    elif axis[0] == "evaluations":
+        auc = progress_auc(curves, y_init, y_target, max(int(axis[1]), 1))
+    else:
+        auc = progress_auc_on(curves, axis[0], axis[1], y_init, y_target) if axis[1] > 0 else None
+    if auc is not None:
+        out["auc"] = auc.reindex(out["run_id"]).to_numpy()
+    return VariantRuns(variant, env_hash, maximize, out, notes)
 
 
 def _hash_of(rows: pd.DataFrame, default: str) -> str:
@@ -210,35 +275,33 @@ def agent_curves(
     variant: str,
     current_hash: str,
     maximize: bool,
-    agents: tuple[str, ...] | None,
+    units: Units | None,
     results_dir: Path,
     with_times: bool = False,
     all_versions: bool = False,
 ) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """Best-so-far curves of a variant's runs, grouped by agent (one run per agent and seed).
+    """Best-so-far curves of a variant's runs, grouped by unit (one run per unit and seed).
 
     Args:
         lb: Leaderboard rows.
         variant: Variant id.
         current_hash: The variant's content hash in this checkout.
         maximize: Score direction.
-        agents: Agents to keep (None: every agent with runs).
+        units: Unit label -> identities (None: every identity with runs, each its own unit).
         results_dir: Directory holding the run directories.
         with_times: Also compute the wall-time axis.
         all_versions: Allow mixing content hashes.
 
     Returns:
-        Agent -> curves, and notes (runs skipped because their candidates are missing).
+        Unit label -> curves, and notes (runs skipped because their candidates are missing).
 
     Raises:
         VersionMixError: See :func:`select_runs`.
     """
-    wanted = (
-        agents
-        if agents is not None
-        else tuple(sorted(set(lb.loc[lb["variant"] == variant, "agent"].astype(str))))
-    )
-    rows, notes = select_runs(lb, variant, current_hash, wanted, all_versions=all_versions)
+    lb = with_identity(lb) if IDENTITY_COLUMN not in lb else lb
+    if units is None:
+        units = {i: (i,) for i in sorted(set(lb.loc[lb["variant"] == variant, IDENTITY_COLUMN].astype(str)))}
+    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions)
     paths = {str(r): Path(results_dir) / str(r) / "candidates.parquet" for r in rows["run_id"]}
     absent = [rid for rid, p in paths.items() if not p.is_file()]
     if absent:

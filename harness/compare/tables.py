@@ -33,6 +33,7 @@ LONG_COLUMNS = (
     "missing_b",
     "mean_a",
     "mean_b",
+    "better",
 )
 """Columns of :func:`comparison_frame` (one tidy table for CSV)."""
 
@@ -64,6 +65,7 @@ def comparison_frame(c: Comparison) -> pd.DataFrame:
                 "missing_b": " ".join(map(str, r.missing_b)),
                 "mean_a": r.mean_a,
                 "mean_b": r.mean_b,
+                "better": "higher" if r.maximize else "lower",
             }
         )
     for g in c.aggregates:
@@ -80,6 +82,7 @@ def comparison_frame(c: Comparison) -> pd.DataFrame:
                 "ci_method": "stratified percentile",
                 "n_pairs": g.n_runs,
                 "n_seeds": g.n_variants,
+                "better": "higher",
             }
         )
     return pd.DataFrame(rows, columns=list(LONG_COLUMNS))
@@ -95,53 +98,82 @@ def comparison_json(c: Comparison) -> str:
     return json.dumps(c.to_dict(), indent=2, sort_keys=False)
 
 
-def comparison_rich(c: Comparison) -> Group:
-    """Rich renderables: the paired table, the aggregate table and the notes."""
+WIDE = 110
+"""From this console width on, the paired table also shows each side's mean."""
+
+
+def aliases(labels: tuple[str, ...]) -> dict[str, str]:
+    """Short, distinct names for the tables (``A``, ``B``, ...; ``A1``... past 26), legend printed above.
+
+    Identity labels (``pacevolve@3fa2c1``) are too long for 80 columns; truncating them would
+    make ``pacevolve`` and ``pacevolve++`` look alike, so they are replaced, never cut.
+    """
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if len(labels) <= len(letters):
+        return {a: letters[i] for i, a in enumerate(labels)}
+    return {a: f"A{i + 1}" for i, a in enumerate(labels)}
+
+
+def comparison_rich(c: Comparison, width: int = 80) -> Group:
+    """Rich renderables: legend, one paired table per variant, the aggregate table and the notes.
+
+    Sized for ``width`` columns: agents appear under short aliases (legend first), numbers never
+    wrap, every score row carries its direction (↑ higher is better, ↓ lower is better).
+    """
     pct = f"{c.level:.0%}"
-    t = Table(title=f"Paired by seed, A - B ({c.budget}); {pct} bootstrap CI, permutation p, Holm-adjusted")
-    for col in (
-        "variant",
-        "metric",
-        "A",
-        "B",
-        "pairs",
-        "mean A",
-        "mean B",
-        "A - B",
-        f"{pct} CI",
-        "p",
-        "p Holm",
-        "missing",
-    ):
-        t.add_column(col, overflow="fold")
-    for r in c.paired:
-        missing = "; ".join(
-            f"{who}: seed {' '.join(map(str, seeds))}"
-            for who, seeds in ((r.agent_a, r.missing_a), (r.agent_b, r.missing_b))
-            if seeds
+    short = aliases(c.agents)
+    parts: list[Any] = [Text(f"{short[a]} = {a}", overflow="fold") for a in c.agents]
+    parts.append(
+        Text(
+            f"A − B per seed ({c.budget}); {pct} bootstrap CI; permutation p, Holm-adjusted\n"
+            "↑ higher is better: A − B > 0 favours A\n↓ lower is better: A − B > 0 favours B",
+            style="dim",
         )
-        sig = r.p_holm <= 1.0 - c.level if not math.isnan(r.p_holm) else False
-        t.add_row(
-            r.variant,
-            r.metric,
-            r.agent_a,
-            r.agent_b,
-            f"{r.n_pairs}/{r.n_seeds}",
-            _f(r.mean_a, 4),
-            _f(r.mean_b, 4),
-            Text(_f(r.delta, 3), style="bold" if sig else ""),
-            f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}] {r.ci_method if r.ci_method != 'BCa' else ''}".rstrip(),
-            _f(r.p_value, 3),
-            Text(_f(r.p_holm, 3), style="bold green" if sig else ""),
-            missing or "-",
-        )
-    parts: list[Any] = [t]
+    )
+    wide = width >= WIDE
+    variants = list(dict.fromkeys(r.variant for r in c.paired))
+    for v in variants:
+        t = Table(title=v, title_justify="left", box=None, pad_edge=False, padding=(0, 1))
+        t.add_column("metric", no_wrap=True)
+        t.add_column("pair", no_wrap=True)
+        t.add_column("n", no_wrap=True, justify="right")
+        if wide:
+            t.add_column("mean A", no_wrap=True, justify="right")
+            t.add_column("mean B", no_wrap=True, justify="right")
+        for col in ("A − B", f"{pct} CI", "p", "p Holm"):
+            t.add_column(col, no_wrap=True, justify="right")
+        for r in (r for r in c.paired if r.variant == v):
+            sig = r.p_holm <= 1.0 - c.level if not math.isnan(r.p_holm) else False
+            means = [_f(r.mean_a, 4), _f(r.mean_b, 4)] if wide else []
+            t.add_row(
+                f"{r.metric} {'↑' if r.maximize else '↓'}",
+                f"{short[r.agent_a]}−{short[r.agent_b]}",
+                f"{r.n_pairs}/{r.n_seeds}",
+                *means,
+                Text(_f(r.delta, 3), style="bold" if sig else ""),
+                f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]" + ("*" if r.ci_method == "percentile" else ""),
+                _f(r.p_value, 3),
+                Text(_f(r.p_holm, 3), style="bold green" if sig else ""),
+            )
+        parts.append(t)
+    if any(r.ci_method == "percentile" for r in c.paired):
+        parts.append(Text("*: percentile interval (too few pairs for BCa)", style="dim"))
     if c.aggregates:
-        g = Table(title=f"Across variants (normalised progress u), {pct} stratified bootstrap CI")
+        g = Table(
+            title=f"Across variants: progress u ↑, {pct} stratified bootstrap CI",
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+            padding=(0, 1),
+        )
         for col in ("statistic", "estimate", f"{pct} CI", "runs", "variants"):
-            g.add_column(col)
+            g.add_column(col, no_wrap=True)
         for a in c.aggregates:
-            name = f"IQM({a.agent_a})" if a.kind == "iqm" else f"P({a.agent_a} > {a.agent_b})"
+            name = (
+                f"IQM({short[a.agent_a]})"
+                if a.kind == "iqm"
+                else f"P({short[a.agent_a]} > {short[a.agent_b]})"
+            )
             g.add_row(
                 name, _f(a.estimate, 3), f"[{_f(a.ci_lo)}, {_f(a.ci_hi)}]", str(a.n_runs), str(a.n_variants)
             )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import math
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -55,28 +54,61 @@ _COLORS = ("#1b6ca8", "#d1495b", "#2e8b57", "#8e44ad", "#e67e22", "#34495e", "#c
 
 def band(
     values: np.ndarray, level: float = 0.95, n_resamples: int = 1000, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Mean across runs at each grid point with a percentile bootstrap band (runs resampled).
 
+    A point is drawn only where every run has a value: averaging the runs that happen to have
+    one would let the mean fall when a weak run gets its first score (the mean of best-so-far
+    curves is then no longer monotone, and "n" would be wrong).
+
     Args:
-        values: (runs, points) array; NaN entries (no score yet) are ignored.
+        values: (runs, points) array; NaN where a run has no value (yet).
         level: Confidence level.
         n_resamples: Bootstrap resamples.
         seed: Seed of the resampling.
 
     Returns:
-        Mean, lower and upper band, each of length ``points``.
+        Mean, lower and upper band (NaN where some run has no value), and the number of runs
+        with a value at each point.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns before any score
-        mean = np.nanmean(values, axis=0)
-        if values.shape[0] < 2:
-            return mean, mean.copy(), mean.copy()
-        idx = np.random.default_rng(seed).integers(0, values.shape[0], size=(n_resamples, values.shape[0]))
-        boot = np.nanmean(values[idx], axis=1)
-        a = (1 - level) / 2
-        lo, hi = np.nanquantile(boot, [a, 1 - a], axis=0)
-    return mean, lo, hi
+    count = np.sum(~np.isnan(values), axis=0)
+    full = count == values.shape[0]
+    mean = np.full(values.shape[1], np.nan)
+    lo, hi = mean.copy(), mean.copy()
+    if values.shape[0] == 0 or not full.any():
+        return mean, lo, hi, count
+    v = values[:, full]
+    mean[full] = v.mean(axis=0)
+    if values.shape[0] < 2:
+        lo[full], hi[full] = mean[full], mean[full]
+        return mean, lo, hi, count
+    idx = np.random.default_rng(seed).integers(0, v.shape[0], size=(n_resamples, v.shape[0]))
+    a = (1 - level) / 2
+    lo[full], hi[full] = np.quantile(v[idx].mean(axis=1), [a, 1 - a], axis=0)
+    return mean, lo, hi, count
+
+
+def run_values(
+    c: pd.DataFrame, axis: Axis, grid: np.ndarray, value: str = "value", fill: float | None = None
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Each run's step curve on ``grid``, carried from the run's start (x = 0) past its end.
+
+    Args:
+        c: Curves of one unit with a ``value`` column.
+        axis: x axis.
+        grid: Increasing x values (>= 0).
+        value: Column to sample.
+        fill: Value from the run's start until its first point (``u``: 0, nothing reached yet);
+            None leaves NaN (a raw score does not exist before the first success).
+
+    Returns:
+        Run ids, the (runs, points) values and each run's end on ``axis``.
+    """
+    runs, vals = on_grid(c, axis, grid, value)
+    if fill is not None:
+        vals = np.where(np.isnan(vals), fill, vals)
+    ends = c.groupby("run_id", sort=True, observed=True)[axis].max().to_numpy(dtype=np.float64)
+    return runs, vals, ends
 
 
 def _grid(curves: Mapping[str, pd.DataFrame], axis: Axis) -> np.ndarray:
@@ -138,6 +170,7 @@ def curves_figure(
     fig = Figure(figsize=(8.0, 4.8), layout="constrained")
     ax = fig.add_subplot()
     ends: list[tuple[str, float, str]] = []
+    carried_any = False
     for i, (agent, c) in enumerate(sorted(curves.items())):
         if c.empty:
             continue
@@ -146,17 +179,27 @@ def curves_figure(
             c["value"] = progress_of(c["best"], float(y_init), float(y_target))  # type: ignore[arg-type]
         else:
             c["value"] = c["best"]
-        runs, vals = on_grid(c, axis, grid, "value")
-        mean, lo, hi = band(vals, level=level)
+        runs, vals, run_ends = run_values(c, axis, grid, fill=0.0 if metric == "u" else None)
+        mean, lo, hi, count = band(vals, level=level)
         color = _COLORS[i % len(_COLORS)]
-        ax.plot(grid, mean, color=color, lw=2, drawstyle="steps-post")
+        # past the first run's end the ended runs are carried at their final best: dashed
+        carried = grid > float(run_ends.min())
+        carried_any |= bool(carried.any() and (run_ends > run_ends.min()).any())
+        live = np.where(carried, np.nan, mean)
+        ax.plot(grid, live, color=color, lw=2, drawstyle="steps-post")
+        if carried.any():
+            k = int(np.argmax(carried))
+            tail = np.where(np.arange(grid.size) >= max(k - 1, 0), mean, np.nan)
+            ax.plot(grid, tail, color=color, lw=2, ls=(0, (3, 2)), drawstyle="steps-post")
         if len(runs) > 1:
             ax.fill_between(grid, lo, hi, color=color, alpha=0.18, step="post", lw=0)
         finite = np.flatnonzero(np.isfinite(mean))
-        if finite.size:
-            ends.append((f"{agent} (n={len(runs)})", float(mean[finite[-1]]), color))
+        n_max = int(count.max()) if count.size else 0
+        what = f"n={len(runs)}" + ("" if n_max == len(runs) else f", {n_max} scored")
+        ends.append((f"{agent} ({what})", float(mean[finite[-1]]) if finite.size else math.nan, color))
     ymin, ymax = ax.get_ylim()
-    for (text, _, color), y in zip(ends, _place_labels([e[1] for e in ends], ymax - ymin), strict=True):
+    heights = [e[1] if math.isfinite(e[1]) else ymin for e in ends]
+    for (text, _, color), y in zip(ends, _place_labels(heights, ymax - ymin), strict=True):
         ax.annotate(
             text,
             xy=(1.01, y),
@@ -172,7 +215,9 @@ def curves_figure(
     ax.spines[["top", "right"]].set_visible(False)
     head = title or f"best so far vs {AXIS_LABELS[axis]}"
     if any(c["run_id"].nunique() > 1 for c in curves.values() if not c.empty):
-        head += f"\nline: mean across seeds; band: {level:.0%} bootstrap CI across seeds"
+        head += f"\nline: mean of all n seeds where every run has a value; band: {level:.0%} bootstrap CI"
+    if carried_any:
+        head += "; dashed: some runs had ended (their final best carried)"
     fig.suptitle(head, fontsize=11)
     return fig
 

@@ -90,14 +90,48 @@ def llm_section(run_dir: Path) -> str:
     return html
 
 
+def effective_models(run_dir: Path) -> dict[str, list[str]] | None:
+    """Role -> the models that role really called, from the LLM ledger (None: no ledger).
+
+    The configured models (``run.json``) can name an LLM for a role that in fact ran on the
+    offline proposer or was never called; the ledger records what each call used.
+
+    Raises:
+        pyarrow.ArrowInvalid: If the ledger is unreadable.
+    """
+    path = run_dir / LLM_FILE
+    if not path.is_file():
+        return None
+    calls = pd.read_parquet(path, columns=["role", "model"])
+    return {
+        str(role): sorted(set(g["model"].astype(str)))
+        for role, g in calls.groupby(calls["role"].astype(str), sort=True)
+    }
+
+
+def _models_called(run_dir: Path) -> str:
+    called = effective_models(run_dir)
+    if not called:
+        return "none (no model calls recorded)"
+
+    def name(m: str) -> str:
+        return m + (" (offline proposer, not an LLM)" if m.startswith("offline/") else "")
+
+    return "; ".join(f"{role}: {', '.join(name(m) for m in ms)}" for role, ms in called.items())
+
+
 def _config_pairs(store: RunStore) -> list[tuple[str, Any]]:
+    from harness.compare.identity import cfg_hash
+
     i = store.info
     return [
         ("run id", i.run_id),
         ("status", i.status),
         ("agent", f"{i.agent} {i.agent_version}".strip()),
+        ("identity", f"{i.agent}@{cfg_hash(i.agent_config, i.models, i.budget)}"),
         ("agent config", json.dumps(i.agent_config, sort_keys=True)),
-        ("models", json.dumps(i.models, sort_keys=True) if i.models else "none"),
+        ("models configured", json.dumps(i.models, sort_keys=True) if i.models else "none"),
+        ("models called", _models_called(store.run_dir)),
         ("variant", f"{i.env_id} (family {i.family} v{i.env_version})"),
         ("content hash", i.env_hash),
         ("seed", i.seed),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.compare.identity import IDENTITY_COLUMN, with_identity
 from harness.compare.paired import compare
 from harness.compare.select import agent_curves, variant_runs
 from harness.envs.registry import Variant
@@ -38,11 +39,13 @@ def build_variant_report(
         VersionMixError: If runs span several contents and ``all_versions`` is off.
         ValueError: If the variant has no finished runs.
     """
-    lb = load_leaderboard(leaderboard_dir, variant.family)
+    lb = with_identity(load_leaderboard(leaderboard_dir, variant.family))
     lb = lb[lb["variant"] == variant.id]
     if lb.empty:
         raise ValueError(f"no finished runs of {variant.id} in {leaderboard_dir}")
-    agents = tuple(sorted(set(lb["agent"].astype(str))))
+    # every identity (agent, configuration, models, budget) is its own unit; nothing is pooled
+    agents = tuple(sorted(set(lb[IDENTITY_COLUMN].astype(str))))
+    units = {a: (a,) for a in agents}
     common: dict[str, Any] = dict(
         variant=variant.id,
         current_hash=variant.hash,
@@ -50,18 +53,18 @@ def build_variant_report(
         results_dir=results_dir,
         all_versions=all_versions,
     )
-    curves, notes = agent_curves(lb, agents=agents, **common)
+    curves, notes = agent_curves(lb, units=units, **common)
     sections: list[tuple[str, str]] = []
     s = summarize(lb if all_versions else lb[lb["env_hash"] == lb["env_hash"].mode().iloc[0]], variant.id)
     sections.append(("Leaderboard", page.table(list(s.columns), s.itertuples(index=False))))
     if len(agents) >= 2:
         vr = variant_runs(
-            lb, y_init=variant.progress.y_init, y_target=variant.progress.y_target, agents=agents, **common
+            lb, y_init=variant.progress.y_init, y_target=variant.progress.y_target, units=units, **common
         )
         c = compare([vr], agents, n_resamples=n_resamples)
         rows = [
             (
-                r.metric,
+                f"{r.metric} {'↑' if r.maximize else '↓'}",
                 r.agent_a,
                 r.agent_b,
                 f"{r.n_pairs}/{r.n_seeds}",
@@ -121,8 +124,18 @@ def build_variant_report(
             figs or "<p>No candidates to plot.</p>",
         )
     )
-    runs = lb.sort_values(["agent", "seed"])[
-        ["run_id", "agent", "seed", "best_score", "progress", "n_evaluations", "n_ok", "env_hash", "cost_usd"]
+    runs = lb.sort_values([IDENTITY_COLUMN, "seed"])[
+        [
+            "run_id",
+            IDENTITY_COLUMN,
+            "seed",
+            "best_score",
+            "progress",
+            "n_evaluations",
+            "n_ok",
+            "env_hash",
+            "cost_usd",
+        ]
     ]
     sections.append(("Runs", page.table(list(runs.columns), runs.itertuples(index=False))))
     if notes:

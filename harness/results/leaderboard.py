@@ -34,9 +34,11 @@ LEADERBOARD_COLUMNS: tuple[str, ...] = tuple(LeaderboardRow.model_fields)
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "variant",
+    "identity",
     "agent",
     "direction",
     "runs",
+    "older_duplicates",
     "scored",
     "seeds",
     "best",
@@ -194,6 +196,7 @@ def build_leaderboard_row(
         agent_version=info.agent_version,
         agent_config_json=json.dumps(info.agent_config, sort_keys=True),
         models_json=json.dumps(info.models, sort_keys=True),
+        budget_json=json.dumps(info.budget, sort_keys=True),
         seed=info.seed,
         best_score=best,
         n_evaluations=len(rows),
@@ -214,7 +217,7 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _summarize_group(variant: str, agent: str, g: pd.DataFrame) -> dict[str, Any]:
+def _summarize_group(variant: str, identity: str, g: pd.DataFrame, older: int) -> dict[str, Any]:
     direction = Direction(str(g["direction"].iloc[0]))
     scores = pd.to_numeric(g["best_score"], errors="coerce").dropna().to_numpy(dtype=float)
     failed = g["best_score"].isna().to_numpy()
@@ -228,9 +231,11 @@ def _summarize_group(variant: str, agent: str, g: pd.DataFrame) -> dict[str, Any
         best = math.nan
     return {
         "variant": variant,
-        "agent": agent,
+        "identity": identity,
+        "agent": str(g["agent"].iloc[0]),
         "direction": str(direction),
         "runs": len(g),
+        "older_duplicates": older,
         "scored": int(scores.size),
         "seeds": int(g["seed"].nunique()),
         "best": best,
@@ -244,11 +249,16 @@ def _summarize_group(variant: str, agent: str, g: pd.DataFrame) -> dict[str, Any
 
 
 def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
-    """Aggregate leaderboard rows per (variant, agent).
+    """Aggregate leaderboard rows per (variant, run identity).
 
-    Per group: ``runs`` (rows), ``scored`` (runs with a best score), ``seeds`` (distinct seeds),
-    ``best`` (direction-aware best of ``best_score``), ``score_mean`` / ``score_sem`` over scored
-    runs, ``progress_mean`` / ``progress_sem`` over all runs, total ``n_infra_error`` and
+    The identity (``<agent>@<cfg>``, :mod:`harness.compare.identity`) covers the agent, its
+    configuration, its models per role and its budget, so runs of different configurations are
+    never pooled. One run per (identity, seed) counts: the most recently finished (ties: the one
+    appended last); the older ones are counted in ``older_duplicates``.
+
+    Per group: ``runs`` (counted runs), ``scored`` (runs with a best score), ``seeds`` (distinct
+    seeds), ``best`` (direction-aware best of ``best_score``), ``score_mean`` / ``score_sem`` over
+    scored runs, ``progress_mean`` / ``progress_sem`` over all runs, total ``n_infra_error`` and
     ``cost_usd``. SEM is the sample standard deviation (ddof=1) over sqrt(n), NaN when n < 2.
 
     Failed runs (``best_score`` missing) count in ``runs`` and ``seeds`` and enter the progress
@@ -261,13 +271,15 @@ def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
         variant: Keep only this variant id; None keeps all.
 
     Returns:
-        One row per (variant, agent) with :data:`SUMMARY_COLUMNS`, sorted by variant, then by
-        mean progress (descending), then agent.
+        One row per (variant, identity) with :data:`SUMMARY_COLUMNS`, sorted by variant, then by
+        mean progress (descending), then identity.
 
     Raises:
         KeyError: If ``df`` lacks a leaderboard column.
         ValueError: If one variant's rows disagree on the score direction.
     """
+    from harness.compare.identity import IDENTITY_COLUMN, with_identity
+
     missing = [c for c in ("variant", "agent", "seed", "best_score", "progress", "direction") if c not in df]
     if missing:
         raise KeyError(f"leaderboard frame lacks columns {missing}")
@@ -277,10 +289,19 @@ def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
         directions = sorted(set(g["direction"].astype(str)))
         if len(directions) != 1:
             raise ValueError(f"variant {v!r} has rows with mixed directions {directions}")
-    out = [_summarize_group(str(v), str(a), g) for (v, a), g in df.groupby(["variant", "agent"], sort=True)]
+    df = with_identity(df)
+    if "finished_at" in df:
+        df = df.sort_values("finished_at", kind="stable")
+    older = df.duplicated(["variant", IDENTITY_COLUMN, "seed"], keep="last")
+    n_older = df[older].groupby(["variant", IDENTITY_COLUMN]).size()
+    kept = df[~older]
+    out = [
+        _summarize_group(str(v), str(i), g, int(n_older.get((v, i), 0)))
+        for (v, i), g in kept.groupby(["variant", IDENTITY_COLUMN], sort=True)
+    ]
     if not out:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
     res = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     return res.sort_values(
-        ["variant", "progress_mean", "agent"], ascending=[True, False, True], kind="stable"
+        ["variant", "progress_mean", "identity"], ascending=[True, False, True], kind="stable"
     ).reset_index(drop=True)

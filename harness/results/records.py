@@ -243,6 +243,8 @@ class LeaderboardRow(_Record):
     """JSON of the agent's resolved configuration."""
     models_json: str = "{}"
     """JSON of the role -> model mapping."""
+    budget_json: str = "{}"
+    """JSON of the run's configured budget (``RunInfo.budget``); part of the run identity."""
     seed: int
     """Master seed of the run."""
     best_score: float | None = None

@@ -127,17 +127,16 @@ def test_summarize_hand_computed(tmp_path: Path) -> None:
         ("eplb-tiny", "A"),
     ]
     a = s[(s["variant"] == "eplb-tiny") & (s["agent"] == "A")].iloc[0]
-    assert a["runs"] == 4 and a["scored"] == 3 and a["seeds"] == 3
-    assert a["best"] == 6.0
-    # scores 1, 2, 6: mean 3, sample var ((-2)^2 + (-1)^2 + 3^2) / 2 = 7, SEM sqrt(7/3)
-    assert a["score_mean"] == pytest.approx(3.0)
-    assert a["score_sem"] == pytest.approx(math.sqrt(7.0 / 3.0))
-    # progress 0.1, 0.2, 0.6 and 0 for the failed run: mean 0.9 / 4 = 0.225; deviations
-    # -0.125, -0.025, 0.375, -0.225 square to 0.015625 + 0.000625 + 0.140625 + 0.050625 = 0.2075,
-    # sample var 0.2075 / 3, SEM sqrt(0.2075 / 3 / 4)
-    assert a["progress_mean"] == pytest.approx(0.225)
-    assert a["progress_sem"] == pytest.approx(math.sqrt(0.2075 / 12))
-    assert a["n_infra_error"] == 4
+    # one run per (identity, seed): a4 (appended last, same finish time) replaces a3 for seed 2
+    assert a["runs"] == 3 and a["older_duplicates"] == 1 and a["scored"] == 2 and a["seeds"] == 3
+    assert a["best"] == 2.0 and a["identity"].startswith("A@")
+    # scores 1, 2: mean 1.5, sample var 0.5, SEM sqrt(0.5 / 2) = 0.5
+    assert a["score_mean"] == pytest.approx(1.5)
+    assert a["score_sem"] == pytest.approx(0.5)
+    # progress 0.1, 0.2 and 0 for the failed run: mean 0.1, sample var 0.02 / 2, SEM sqrt(0.01 / 3)
+    assert a["progress_mean"] == pytest.approx(0.1)
+    assert a["progress_sem"] == pytest.approx(math.sqrt(0.01 / 3))
+    assert a["n_infra_error"] == 4  # a1's 1 + a4's 3 (a3, ignored, had none)
     assert a["cost_usd"] == pytest.approx(0.75)
     b = s[s["agent"] == "B"].iloc[0]
     assert b["runs"] == 1 and b["score_mean"] == 4.0 and math.isnan(b["score_sem"])
@@ -210,6 +209,7 @@ def test_build_leaderboard_row(
         agent="evo",
         seed=3,
         models={"mutator": "m"},
+        budget={"max_evaluations": 5},
         ended_at="2025-01-02T00:00:00+00:00",
     )
     variant = SimpleNamespace(
@@ -228,6 +228,7 @@ def test_build_leaderboard_row(
     assert (row.n_evaluations, row.n_ok, row.n_infra_error) == (5, 3, 1)
     assert row.cost_usd == pytest.approx(0.3)
     assert row.finished_at == info.ended_at and row.models_json == '{"mutator": "m"}'
+    assert row.budget_json == '{"max_evaluations": 5}'  # part of the run identity
     failed = build_leaderboard_row(info, rows[2:4], variant)
     assert failed.best_score is None and failed.progress == 0.0
     with pytest.raises(ValueError, match="not eplb-tiny@other"):

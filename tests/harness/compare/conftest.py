@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +36,10 @@ def write_run(
     cost_per_eval: float = 0.0,
     seconds_per_eval: float = 1.0,
     finished_at: str = "2026-01-02T00:00:00+00:00",
+    config: dict[str, Any] | None = None,
+    models: dict[str, str] | None = None,
+    budget: dict[str, Any] | None = None,
+    family: str = "toy",
 ) -> None:
     """One run: candidates.parquet (None = failed evaluation) and its leaderboard row."""
     rows = []
@@ -75,7 +80,7 @@ def write_run(
         leaderboards,
         LeaderboardRow(
             run_id=run_id,
-            family="toy",
+            family=family,
             variant=variant,
             env_version="1.0.0",
             env_hash=env_hash,
@@ -88,6 +93,9 @@ def write_run(
             direction=Direction.MAXIMIZE if maximize else Direction.MINIMIZE,
             finished_at=finished_at,
             cost_usd=cost_per_eval * len(scores),
+            agent_config_json=json.dumps(config or {}, sort_keys=True),
+            models_json=json.dumps(models or {}, sort_keys=True),
+            budget_json=json.dumps(budget or {}, sort_keys=True),
         ),
     )
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.compare.anytime import at_budget, best_so_far, progress_auc, read_candidates
+from harness.compare.identity import resolve, with_identity
 from harness.compare.paired import compare
 from harness.compare.select import Budget, VersionMixError, variant_runs
 from harness.compare.tables import comparison_csv, comparison_frame, comparison_json, frame_markdown
@@ -15,15 +16,17 @@ from harness.results.leaderboard import load_leaderboard
 
 
 def _vr(store: Any, agents: tuple[str, ...] = ("A", "B"), **kw: Any) -> Any:
-    lb = load_leaderboard(store.leaderboards, "toy")
+    lb = with_identity(load_leaderboard(store.leaderboards, "toy"))
+    variant = kw.pop("variant", "toy")
+    sel = resolve(agents, lb[lb["variant"] == variant], pool=kw.pop("pool", False))
     return variant_runs(
         lb,
-        variant=kw.pop("variant", "toy"),
+        variant=variant,
         current_hash="h1",
         maximize=kw.pop("maximize", True),
         y_init=0.0,
         y_target=10.0,
-        agents=agents,
+        units={k.split("@")[0]: v for k, v in sel.units.items()},
         results_dir=store.results,
         **kw,
     )
@@ -86,8 +89,7 @@ def test_missing_seed_counts_as_zero_progress_and_is_listed(store: Any) -> None:
     assert u.delta == pytest.approx(np.mean(d))
     assert score.n_pairs == 4 and score.missing_b == [4]  # no score to pair with
     assert any("B has no run for seed 4" in n for n in c.notes)
-    placeholder = c.runs[(c.runs["agent"] == "B") & (c.runs["seed"] == 4)]
-    assert placeholder["missing"].tolist() == [True] and placeholder["u"].tolist() == [0.0]
+    assert c.runs[(c.runs["agent"] == "B") & (c.runs["seed"] == 4)].empty  # listed, not padded
     # Dropping the seed silently would have given a different answer.
     assert u.delta != pytest.approx(np.mean(d[:4]))
 
@@ -144,7 +146,7 @@ def test_exports_are_machine_readable(store: Any) -> None:
     c = compare([_vr(store)], ("A", "B"), n_resamples=200)
     data = json.loads(comparison_json(c))
     assert {r["metric"] for r in data["paired"]} == {"u", "score", "auc"}
-    assert any(r["missing"] for r in data["runs"])
+    assert next(r for r in data["paired"] if r["metric"] == "u")["missing_b"] == [1]
     csv = comparison_csv(c)
     assert csv.splitlines()[0].startswith("section,variant,metric")
     f = comparison_frame(c)

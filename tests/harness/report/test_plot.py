@@ -76,10 +76,12 @@ def test_train_figure_rejects_frames_without_step_or_diagnostics() -> None:
 
 def test_band_mean_and_interval() -> None:
     vals = np.array([[0.0, 1.0, np.nan], [2.0, 3.0, 4.0]])
-    mean, lo, hi = band(vals, n_resamples=200)
-    assert mean.tolist() == [1.0, 2.0, 4.0]
+    mean, lo, hi, n = band(vals, n_resamples=200)
+    # the last point lacks a run: no mean there (the mean of the one run that has a value would
+    # pretend n = 2), and the count says so
+    assert mean[:2].tolist() == [1.0, 2.0] and np.isnan(mean[2]) and n.tolist() == [2, 2, 1]
     assert lo[0] == 0.0 and hi[0] == 2.0  # resamples of two runs: means 0, 1 or 2
-    single_mean, single_lo, _ = band(vals[:1])
+    single_mean, single_lo, _, _ = band(vals[:1])
     assert np.array_equal(single_mean, single_lo, equal_nan=True)
 
 

@@ -1,0 +1,185 @@
+"""Run identity: what was really run (agent, configuration, models per role, budget), not just the agent.
+
+Two runs are comparable seed for seed only when they share an identity. The identity is shown as
+``<agent>@<cfg>``, where ``cfg`` is a short hash of the canonical JSON of the agent's resolved
+configuration, its role -> model mapping and its configured budget. ``bench compare --agents`` and
+``bench leaderboard`` name and group runs by it; several identities of one agent are pooled only
+when asked (``--pool``), and unknown names fail with suggestions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+CFG_HASH_LEN = 6
+"""Hex digits of the configuration hash shown in labels (prefixes of it are accepted)."""
+IDENTITY_COLUMN = "identity"
+"""Column added by :func:`with_identity`: the ``<agent>@<cfg>`` label of each row."""
+
+
+class UnknownAgentError(ValueError):
+    """An ``--agents`` entry names no agent (or identity) that has runs here."""
+
+
+class AmbiguousAgentError(ValueError):
+    """An agent name covers several identities and pooling them was not asked for."""
+
+
+def _parse(text: Any) -> dict[str, Any]:
+    """A JSON object column value; missing / unreadable values are an empty (unknown) mapping."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def cfg_hash(config: dict[str, Any], models: dict[str, Any], budget: dict[str, Any]) -> str:
+    """Short hash of an effective configuration (config, models per role, budget).
+
+    Returns:
+        :data:`CFG_HASH_LEN` lowercase hex digits.
+    """
+    canon = json.dumps({"config": config, "models": models, "budget": budget}, sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()[:CFG_HASH_LEN]
+
+
+def effective(row: pd.Series | dict[str, Any]) -> dict[str, Any]:
+    """The flat effective configuration of a leaderboard row: ``config.*``, ``models.*``, ``budget.*``."""
+    out: dict[str, Any] = {}
+    for part in ("config", "models", "budget"):
+        for k, v in sorted(_parse(row.get(f"{'agent_config' if part == 'config' else part}_json")).items()):
+            out[f"{part}.{k}"] = v
+    return out
+
+
+def with_identity(lb: pd.DataFrame) -> pd.DataFrame:
+    """A copy of leaderboard rows with an :data:`IDENTITY_COLUMN` (``<agent>@<cfg>``) column.
+
+    Rows written before budgets were recorded (no ``budget_json``) hash an empty budget, so they
+    form their own identity rather than joining a run whose budget is known.
+    """
+    df = lb.copy()
+    if df.empty:
+        df[IDENTITY_COLUMN] = pd.Series(dtype=object)
+        return df
+    none = pd.Series(None, index=df.index, dtype=object)
+    cols = [df[c] if c in df else none for c in ("agent_config_json", "models_json", "budget_json")]
+    df[IDENTITY_COLUMN] = [
+        f"{agent}@{cfg_hash(_parse(c), _parse(m), _parse(b))}"
+        for agent, c, m, b in zip(df["agent"], *cols, strict=True)
+    ]
+    return df
+
+
+@dataclass
+class Selection:
+    """How the ``--agents`` entries map to identities: one compared unit per entry."""
+
+    units: dict[str, tuple[str, ...]]
+    """Label shown in the output -> identities whose runs it holds (several only when pooled)."""
+    notes: list[str] = field(default_factory=list)
+    """What the reader must know (pooled identities)."""
+
+    def unit_of(self) -> dict[str, str]:
+        """Identity -> the label of the unit it belongs to."""
+        return {ident: label for label, idents in self.units.items() for ident in idents}
+
+
+def describe(df: pd.DataFrame, identities: Sequence[str]) -> dict[str, str]:
+    """What tells identities apart: the settings whose values differ between them, per identity.
+
+    Args:
+        df: Rows with :data:`IDENTITY_COLUMN`.
+        identities: Identities to contrast.
+
+    Returns:
+        Identity -> ``key=value`` list of its differing settings and its number of runs.
+    """
+    flat = {i: effective(df[df[IDENTITY_COLUMN] == i].iloc[0]) for i in identities}
+    keys = sorted({k for f in flat.values() for k in f})
+    differ = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat.values()}) > 1]
+    out = {}
+    for i in identities:
+        n = int((df[IDENTITY_COLUMN] == i).sum())
+        shown = ", ".join(f"{k.split('.', 1)[1]}={json.dumps(flat[i].get(k))}" for k in differ[:4])
+        more = f", +{len(differ) - 4} more" if len(differ) > 4 else ""
+        out[i] = f"{shown or 'same settings'}{more}; {n} run(s)"
+    return out
+
+
+def resolve(
+    specs: Iterable[str], df: pd.DataFrame, *, known_agents: Iterable[str] = (), pool: bool = False
+) -> Selection:
+    """Map ``--agents`` entries to identities present in ``df``.
+
+    An entry is an agent name (``pacevolve``: its one identity, or all of them with ``pool``), an
+    identity (``pacevolve@3fa2c1``, any unique hash prefix), or either followed by ``=LABEL`` to
+    name the unit in the output.
+
+    Args:
+        specs: The entries, in the order the output lists them.
+        df: Leaderboard rows of the compared variants, with :data:`IDENTITY_COLUMN`.
+        known_agents: Registered agent ids (for suggestions and to tell "unknown" from "no runs").
+        pool: Let an agent name cover several identities (its runs pooled under one label).
+
+    Returns:
+        The selection.
+
+    Raises:
+        UnknownAgentError: If an entry matches nothing (the message suggests close names).
+        AmbiguousAgentError: If an agent name covers several identities and ``pool`` is off, or
+            a hash prefix matches several identities.
+        ValueError: If two entries select the same identity or use the same label.
+    """
+    present = sorted(set(df[IDENTITY_COLUMN].astype(str))) if not df.empty else []
+    agents_here = sorted({p.split("@", 1)[0] for p in present})
+    sel = Selection(units={})
+    owner: dict[str, str] = {}
+    for spec in specs:
+        ref, _, label = spec.partition("=")
+        name, _, prefix = ref.partition("@")
+        if name not in agents_here:
+            known = set(known_agents)
+            if name in known:  # a real agent without runs: point at the ones that have runs
+                close = difflib.get_close_matches(ref, agents_here, n=3, cutoff=0.0)
+                what = "has no runs here"
+            else:
+                close = difflib.get_close_matches(ref, sorted(set(agents_here) | known), n=3, cutoff=0.6)
+                what = "is not an agent"
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise UnknownAgentError(
+                f"{ref!r} {what}{hint} (agents with runs: {', '.join(agents_here) or 'none'})"
+            )
+        mine = [p for p in present if p.split("@", 1)[0] == name and p.split("@", 1)[1].startswith(prefix)]
+        if not mine:
+            theirs = ", ".join(p for p in present if p.startswith(name + "@"))
+            raise UnknownAgentError(f"no identity {ref!r}; {name} has: {theirs}")
+        if len(mine) > 1 and (prefix or not pool):
+            detail = "; ".join(f"{i} ({d})" for i, d in describe(df, mine).items())
+            raise AmbiguousAgentError(
+                f"{ref!r} covers {len(mine)} identities (configuration, models or budget differ): {detail}. "
+                f"Name one (e.g. --agents {mine[0]}) or pass --pool to pool them"
+            )
+        label = label or (mine[0] if len(mine) == 1 else name)
+        if label in sel.units:
+            raise ValueError(f"two --agents entries use the label {label!r}: need distinct agents")
+        for ident in mine:
+            if ident in owner:
+                raise ValueError(
+                    f"{ident} is selected by both {owner[ident]!r} and {spec!r}: need distinct agents"
+                )
+            owner[ident] = spec
+        sel.units[label] = tuple(mine)
+        if len(mine) > 1:
+            sel.notes.append(f"{label}: pooling {len(mine)} identities ({', '.join(mine)}) (--pool)")
+    return sel
