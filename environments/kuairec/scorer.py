@@ -73,7 +73,7 @@ class KuaiRecScorer(Scorer):
             DataMissingError: If the archive has not been fetched.
             ChecksumError: If it does not match its recorded checksum.
         """
-        self.device = choose_device(self.variant.hardware.gpu)
+        self.device = choose_device(self.variant.hardware.gpu, gpu_count=self.variant.hardware.gpu_count)
         p = self.params
         if p.get("synthetic"):
             seqs = synthetic_sequences(
