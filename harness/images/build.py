@@ -24,6 +24,9 @@ DEFAULT_TORCH_INDEX = {
 }
 BOOTSTRAP_PACKAGES = "python3,python3-venv,g++,ca-certificates,util-linux"
 _PROJECT_ITEMS = ("pyproject.toml", "README.md", "harness", "environments", "agents")
+COPIED_FOLDERS = ("ca", "wheels")
+"""Context folders the base recipes ``COPY`` (possibly empty: no extra CA, no wheelhouse)."""
+KEEP_FILE = ".evobench-keep"
 
 
 class ImageBuildError(RuntimeError):
@@ -63,8 +66,10 @@ def docker_client() -> Any:
 def _stage_context(kind: str, opts: BuildOptions | None, with_project: bool) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="evobench-build-"))
     shutil.copy(images_dir() / kind / "Dockerfile", ctx / "Dockerfile")
-    (ctx / "ca").mkdir()
-    (ctx / "wheels").mkdir()
+    for folder in COPIED_FOLDERS:
+        (ctx / folder).mkdir()
+        # Modal uploads the files a COPY names, never empty folders: without a file the COPY fails.
+        (ctx / folder / KEEP_FILE).write_text("placeholder: Modal uploads files, not folders\n")
     if opts and opts.extra_ca:
         shutil.copy(opts.extra_ca, ctx / "ca" / "extra-ca.crt")
     if opts and opts.wheelhouse:

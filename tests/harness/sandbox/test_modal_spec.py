@@ -31,7 +31,7 @@ def _with_hw(env_id: str, **hw: object):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("gpu", "count", "expected"),
-    [("", 0, None), ("H100", 1, "H100"), ("h200", 1, "H200"), ("A100-80GB", 2, "A100-80GB:2")],
+    [("", 0, None), ("H100", 1, "H100!"), ("h100", 2, "H100!:2"), ("h200", 1, "H200"), ("A100-80GB", 2, "A100-80GB:2")],
 )
 def test_gpu_string(gpu: str, count: int, expected: str | None) -> None:
     assert gpu_string(_with_hw("selftest-tiny", gpu=gpu, gpu_count=count)) == expected
@@ -48,7 +48,7 @@ def test_spec_resources_timeouts_tags() -> None:
     cold = sandbox_spec(v, slot=0, backend_id="b1", warm=False)
     assert warm.command[:5] == ("python", "-P", "-m", "harness.sandbox.container_main", "--stdio")
     assert ("--slot", "3") == warm.command[5:7] and warm.command[-2:] == ("--prewarm", "eplb-tiny")
-    assert warm.gpu == "H100" and warm.cpu == 2.0 and warm.memory_mb == 4096 + 1536
+    assert warm.gpu == "H100!" and warm.cpu == 2.0 and warm.memory_mb == 4096 + 1536
     assert warm.block_network and cold.block_network
     assert dict(warm.tags) == {
         "evobench": "1",
