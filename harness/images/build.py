@@ -17,10 +17,11 @@ from harness.envs.registry import Variant
 from .naming import BOOTSTRAP_TAG, base_image_tag, env_image_tag, images_dir, project_root
 
 log = logging.getLogger(__name__)
-DEFAULT_BASE = {"base-cpu": "python:3.11-slim", "base-cuda": "nvidia/cuda:12.4.1-runtime-ubuntu22.04"}
+DEFAULT_BASE = {"base-cpu": "python:3.11-slim", "base-cuda": "python:3.11-slim-bookworm"}
 DEFAULT_TORCH_INDEX = {
     "base-cpu": "https://download.pytorch.org/whl/cpu",
-    "base-cuda": "https://download.pytorch.org/whl/cu124",
+    # PyPI's own torch wheel is the CUDA build (with the CUDA user-space libraries as wheels).
+    "base-cuda": "",
 }
 BOOTSTRAP_PACKAGES = "python3,python3-venv,g++,ca-certificates,util-linux"
 _PROJECT_ITEMS = ("pyproject.toml", "README.md", "harness", "environments", "agents")
@@ -116,7 +117,8 @@ def _build(client: Any, ctx: Path, tag: str, buildargs: dict[str, str], echo: Ca
 def base_build_args(kind: str, opts: BuildOptions) -> dict[str, str]:
     """Build arguments of a base image (also the input of its tag)."""
     base = opts.base_image or DEFAULT_BASE[kind]
-    index = "" if opts.wheelhouse else f"--extra-index-url {DEFAULT_TORCH_INDEX[kind]}"
+    url = DEFAULT_TORCH_INDEX[kind]
+    index = f"--extra-index-url {url}" if url and not opts.wheelhouse else ""
     args = {"BASE_IMAGE": base, "TORCH_SPEC": opts.torch_spec, "PIP_EXTRA_ARGS": index}
     if opts.wheelhouse:
         args["WHEELS"] = ",".join(sorted(p.name for p in Path(opts.wheelhouse).glob("*.whl")))

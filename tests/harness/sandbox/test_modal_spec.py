@@ -64,7 +64,7 @@ def test_spec_resources_timeouts_tags() -> None:
 
 def test_combined_dockerfile_joins_base_and_env_layer() -> None:
     text = combined_dockerfile("base-cuda")
-    assert text.count("FROM ") == 1 and "nvidia/cuda" in text
+    assert text.count("FROM ") == 1 and "python:3.11-slim-bookworm" in text
     assert "python -m harness.images.fetch_data" in text and "EVOBENCH_ISOLATION=container" in text
     ctx, dockerfile, args = stage_combined(default_registry().get("eplb-tiny"))
     try:
