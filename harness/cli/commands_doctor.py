@@ -57,7 +57,9 @@ def _gpu_doctor(json_out: bool, skip: tuple[str, ...]) -> int:
 
     unknown = [s for s in skip if s not in GPU_ROWS]
     if unknown:
-        raise SystemExit(f"bench doctor --gpu: unknown row(s) {', '.join(unknown)}; known: {', '.join(GPU_ROWS)}")
+        raise SystemExit(
+            f"bench doctor --gpu: unknown row(s) {', '.join(unknown)}; known: {', '.join(GPU_ROWS)}"
+        )
     rows = run_gpu_doctor(skip=tuple(skip))
     nogo = [r.name for r in rows if r.verdict == "no-go"]
     unchecked = [r.name for r in rows if r.verdict == "not checked"]
@@ -69,7 +71,9 @@ def _gpu_doctor(json_out: bool, skip: tuple[str, ...]) -> int:
         table.add_column(col)
     for r in rows:
         style = {"go": "green", "no-go": "bold red", "not checked": "yellow"}[r.verdict]
-        table.add_row(r.name, f"[{style}]{r.verdict}[/]", "\n".join([r.summary, *r.details]), f"{r.seconds:.0f}")
+        table.add_row(
+            r.name, f"[{style}]{r.verdict}[/]", "\n".join([r.summary, *r.details]), f"{r.seconds:.0f}"
+        )
     console.print(table)
     if nogo:
         console.print(f"[bold red]no-go: {', '.join(nogo)}[/]")

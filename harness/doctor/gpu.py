@@ -76,9 +76,11 @@ def gather_facts(nvidia_smi: Callable[[], str | None] | None = None) -> GpuFacts
         import torch
 
         cuda = torch.version.cuda
-        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if (
-            torch.cuda.is_available()
-        ) else []
+        gpus = (
+            [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if (torch.cuda.is_available())
+            else []
+        )
     except Exception:  # noqa: BLE001 - a broken torch or driver is a finding, not a crash
         cuda, gpus = None, []
     return GpuFacts(driver, cuda, gpus)
@@ -90,7 +92,10 @@ def _nvidia_smi() -> str | None:
         return None
     try:
         out = subprocess.run(
-            [exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -129,7 +134,9 @@ def row_gpus(facts: GpuFacts, variants: list[Any]) -> GpuRow:
     details = []
     for v in variants:
         here = any(gpu_matches(v.hardware.gpu, g) for g in facts.gpus)
-        details.append(f"{v.id}: needs {v.hardware.gpu} -> {'here' if here else 'not here (override run only)'}")
+        details.append(
+            f"{v.id}: needs {v.hardware.gpu} -> {'here' if here else 'not here (override run only)'}"
+        )
     return GpuRow("gpus", "go", f"{len(facts.gpus)} GPU(s): {', '.join(facts.gpus)}", details)
 
 
@@ -154,8 +161,8 @@ def row_images(facts: GpuFacts, variants: list[Any]) -> GpuRow:
         ok, msg = _container_sees_gpu(client, tag)
         bad += not ok
         details.append(f"{base}: {msg}")
-    return GpuRow("images", "no-go" if bad else "go", f"{len(details) - bad}/{len(details)} images start with a GPU",
-                  details)  # fmt: skip
+    summary = f"{len(details) - bad}/{len(details)} images start with a GPU"
+    return GpuRow("images", "no-go" if bad else "go", summary, details)
 
 
 def _container_sees_gpu(client: Any, tag: str) -> tuple[bool, str]:
@@ -197,7 +204,9 @@ def row_evals(facts: GpuFacts, variants: list[Any]) -> GpuRow:
             res = backend.submit(target, v.initial_program).result(timeout=v.timeout_s + 120)
             ok = res.status is Status.OK
             note = "" if here else " (override: not this variant's GPU)"
-            details.append(f"{target.id}: {res.status.value}{note}" + ("" if ok else f": {res.reason[-300:]}"))
+            details.append(
+                f"{target.id}: {res.status.value}{note}" + ("" if ok else f": {res.reason[-300:]}")
+            )
         except Exception as e:  # noqa: BLE001 - any failure is a no-go for that variant
             ok = False
             details.append(f"{target.id}: {e!r}"[:400])
@@ -205,8 +214,8 @@ def row_evals(facts: GpuFacts, variants: list[Any]) -> GpuRow:
             backend.close()
             os.environ.pop(OVERRIDE_ENV, None)
         bad += not ok
-    return GpuRow("evals", "no-go" if bad else "go", f"{len(variants) - bad}/{len(variants)} initial programs ok",
-                  details)  # fmt: skip
+    summary = f"{len(variants) - bad}/{len(variants)} initial programs ok"
+    return GpuRow("evals", "no-go" if bad else "go", summary, details)
 
 
 def _reduced(reg: Any, v: Any) -> Any:
@@ -254,13 +263,13 @@ def run_gpu_doctor(facts: GpuFacts | None = None, skip: tuple[str, ...] = ()) ->
     red_team = ["-m", "gpu", "tests/harness/kernels"]
     if twins:
         red_team = ["tests/environments/test_hacks.py", "-k", " or ".join(twins), *red_team[2:]]
+    gpu_tests = ["-m", "gpu", "tests/harness", "tests/agents/learning"]
     rows: dict[str, Callable[[], GpuRow]] = {
         "driver": lambda: row_driver(facts),
         "gpus": lambda: row_gpus(facts, variants),
         "images": lambda: row_images(facts, variants),
         "evals": lambda: row_evals(facts, variants),
-        "gpu-tests": lambda: _pytest_row("gpu-tests", facts, ["-m", "gpu", "tests/harness", "tests/agents/learning"],
-                                         "gpu-marked tests"),
+        "gpu-tests": lambda: _pytest_row("gpu-tests", facts, gpu_tests, "gpu-marked tests"),
         "red-team": lambda: _pytest_row("red-team", facts, red_team, "GPU red-team twins"),
         "vllm": lambda: _pytest_row("vllm", facts, ["-m", "gpu", "tests/agents/rl/test_vllm_backend.py"],
                                     "vLLM sampling with a LoRA adapter"),

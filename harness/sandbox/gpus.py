@@ -16,6 +16,8 @@ Variants that request no GPU get none of this. GPUs are handed out round-robin b
 (``/dev/nvidia<N>`` numbers, filtered by a numeric ``CUDA_VISIBLE_DEVICES`` of the harness), and
 the candidate sees ``CUDA_VISIBLE_DEVICES=0..k-1`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. The node
 number is assumed to equal the driver's (``nvidia-smi``) index, which holds on ordinary hosts.
+The slot's trusted scorer computes on the same GPU (``harness.scoring.device.choose_device``), and
+``bench run`` defaults GPU variants to one worker per block of GPUs (:func:`gpu_worker_plan`).
 No GPU was available where this was written: the bind layout is unit-tested against a fake
 ``/dev`` tree only (see ``tests/harness/sandbox/test_gpus.py``, whose real-GPU test is ``gpu``-marked).
 """

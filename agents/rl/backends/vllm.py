@@ -5,9 +5,10 @@ checkpoints). The sampler is an offline ``vllm.LLM`` built with ``enable_lora=Tr
 ``logprobs_mode="processed_logprobs"`` (vLLM >= 0.10.2), in bf16 or fp16 (its LoRA kernels refuse
 fp32), so the returned log-prob of each sampled token is taken after temperature scaling,
 matching the learner's ``log_softmax(logits / T)``. After every update the adapter is
-written as a PEFT directory ``<adapter_dir>/v<version>`` and requests are routed to ``LoRARequest(f"{prefix}-v{version}", version + 1, path)``. ``LLM.generate`` is
-synchronous, so when it returns no request of an older version is in flight; versions older
-than ``keep_versions`` are then removed from the engine (``remove_lora``) and from disk.
+written as a PEFT directory ``<adapter_dir>/v<version>`` and requests are routed to
+``LoRARequest(f"{prefix}-v{version}", version + 1, path)``. ``LLM.generate`` is synchronous,
+so when it returns no request of an older version is in flight; versions older than
+``keep_versions`` are then removed from the engine (``remove_lora``) and from disk.
 Version 0 (the fresh adapter, B = 0) is served as the base model without a LoRA request.
 
 Sampling uses no top-p/top-k and no penalties, so the behaviour policy is exactly

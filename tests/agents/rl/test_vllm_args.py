@@ -35,7 +35,10 @@ def test_recent_vllm_accepted(version):
     check_vllm_version(version)
 
 
-@given(st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)), st.sampled_from(["", "rc1", ".post1", "+cu130"]))
+@given(
+    st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)),
+    st.sampled_from(["", "rc1", ".post1", "+cu130"]),
+)
 def test_version_tuple_orders_like_releases(release, suffix):
     text = ".".join(map(str, release)) + suffix
     assert _version_tuple(text) == release
@@ -53,6 +56,8 @@ def test_gpu_extra_floor_matches_backend():
     import tomllib
     from pathlib import Path
 
-    extra = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    extra = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["gpu"]
     floor = ".".join(map(str, MIN_VLLM))
     assert f"vllm>={floor}" in extra

@@ -7,7 +7,7 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 GAP = 0.1
-"""Largest sampler/learner log-prob gap: vLLM serves LoRA in bf16 (fp16 on older GPUs), the learner is fp32."""
+"""Largest sampler/learner log-prob gap: vLLM serves LoRA in bf16 (fp16 on old GPUs), the learner fp32."""
 
 
 @pytest.fixture

@@ -23,7 +23,9 @@ from harness.sandbox.docker_backend import (
 )
 
 
-def _args(variant: Variant, slot: int = 0, local_gpus: list[int] | None = None, override: bool = False) -> dict:  # type: ignore[type-arg]
+def _args(
+    variant: Variant, slot: int = 0, local_gpus: list[int] | None = None, override: bool = False
+) -> dict:  # type: ignore[type-arg]
     return container_run_args(
         variant,
         image="evobench/env-x:1",

@@ -14,7 +14,9 @@ from harness.sandbox.gpus import assign, gpu_worker_plan
 
 
 @pytest.mark.parametrize(("pool", "expected"), [([0], 1), ([0, 1, 2, 3], 4), ([], 1), ([2, 5], 2)])
-def test_gpu_variant_defaults_to_one_worker_per_gpu(monkeypatch: pytest.MonkeyPatch, pool: list[int], expected: int) -> None:
+def test_gpu_variant_defaults_to_one_worker_per_gpu(
+    monkeypatch: pytest.MonkeyPatch, pool: list[int], expected: int
+) -> None:
     import harness.sandbox.gpus as gpus
 
     monkeypatch.setattr(gpus, "host_gpus", lambda: pool)

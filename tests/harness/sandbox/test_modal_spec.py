@@ -31,7 +31,13 @@ def _with_hw(env_id: str, **hw: object):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("gpu", "count", "expected"),
-    [("", 0, None), ("H100", 1, "H100!"), ("h100", 2, "H100!:2"), ("h200", 1, "H200"), ("A100-80GB", 2, "A100-80GB:2")],
+    [
+        ("", 0, None),
+        ("H100", 1, "H100!"),
+        ("h100", 2, "H100!:2"),
+        ("h200", 1, "H200"),
+        ("A100-80GB", 2, "A100-80GB:2"),
+    ],
 )
 def test_gpu_string(gpu: str, count: int, expected: str | None) -> None:
     assert gpu_string(_with_hw("selftest-tiny", gpu=gpu, gpu_count=count)) == expected

@@ -76,7 +76,9 @@ def test_visible_subset_and_container_views() -> None:
     assert slot_cuda_index(2, 1, [0, 1, 2, 3]) == 2
 
 
-@given(st.integers(1, 4), st.integers(0, 64), st.lists(st.integers(0, 15), min_size=1, max_size=8, unique=True))
+@given(
+    st.integers(1, 4), st.integers(0, 64), st.lists(st.integers(0, 15), min_size=1, max_size=8, unique=True)
+)
 def test_slot_index_points_at_the_sandboxes_gpu(gpu_count: int, slot: int, pool: list[int]) -> None:
     if gpu_count > len(pool):
         with pytest.raises(InfraError):
