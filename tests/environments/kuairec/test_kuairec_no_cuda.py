@@ -31,3 +31,20 @@ def test_driver_refuses_cuda_protocol_without_cuda(tmp_path: Path, argv: list[st
     assert res.returncode == kuairec_scorer.NO_CUDA_EXIT, res.stderr[-2000:]
     assert "no CUDA GPU is usable in the sandbox" in res.stderr
     assert not (tmp_path / "candidate.py.ran").exists()
+
+
+def test_scorer_reports_missing_cuda_as_a_clear_candidate_error() -> None:
+    from types import SimpleNamespace
+
+    from harness.evaluation.errors import CandidateError
+
+    res = SimpleNamespace(
+        stderr=b"no CUDA GPU is usable in the sandbox although the scorer runs on one\n",
+        timed_out=False, returncode=kuairec_scorer.NO_CUDA_EXIT, limit=None, seconds=1.0,
+    )  # fmt: skip
+    candidate = SimpleNamespace(remaining=lambda: 60.0, run=lambda argv, timeout: res)
+    run = kuairec_scorer.KuaiRecScorer._run
+    # Never infra_error: the exit code comes from a process the candidate controls.
+    with pytest.raises(CandidateError, match="bench doctor --gpu") as e:
+        run(None, candidate, SimpleNamespace(name="ex"), ["train"], "training")  # type: ignore[arg-type]
+    assert "no CUDA GPU is usable" in str(e.value)
