@@ -114,8 +114,9 @@ class LearningConfig(PACEvolveConfig):
     """Gradient-norm clip."""
     micro_batch: int = Field(default=4, ge=1)
     """Sequences per learner forward/backward."""
-    policy_temperature: float = Field(default=1.0, gt=0.0)
-    """Sampling temperature of the trained policy (PACEvolve++: 1; the learner uses the same)."""
+    policy_temperature: float = Field(default=1.0, gt=0.0, le=2.0)
+    """Sampling temperature of the trained policy (PACEvolve++: 1; the learner uses the same).
+    At most 2: vLLM's ``SamplingParams`` rejects more, and ``auto`` may pick vLLM."""
     policy_max_new_tokens: int = Field(default=64, ge=1)
     """Tokens the policy may write per call (``end-to-end`` code calls get four times as many)."""
     max_prompt_tokens: int = Field(default=512, ge=16)

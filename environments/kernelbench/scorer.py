@@ -66,7 +66,9 @@ class KernelBenchScorer(Scorer):
             InfraError: Wrong GPU (no override), or a malformed or altered problem file.
             DataMissingError: The variant's problem file has not been fetched.
         """
-        self.device: DeviceChoice = choose_device(self.variant.hardware.gpu)
+        self.device: DeviceChoice = choose_device(
+            self.variant.hardware.gpu, gpu_count=self.variant.hardware.gpu_count
+        )
         try:
             path, _ = problem_path(self.variant, self.data_dir)
             self.problem_source = problem_source(self.variant, self.data_dir)

@@ -11,7 +11,8 @@ checkpoint and writes representations of the test histories (``test_inputs.npz``
 Nothing here is secret. The candidate can read and patch this code; that gains it nothing beyond
 spending its own time budget differently: this process never holds a target the scorer checks.
 
-Exit codes: 0 success, 3 a task rule is broken (message on stderr), anything else an error.
+Exit codes: 0 success, 3 a task rule is broken (message on stderr), 4 the scorer asked for CUDA
+and this sandbox has none (never a silent CPU run), anything else an error.
 """
 
 import importlib.util
@@ -23,12 +24,24 @@ import time
 import numpy as np
 
 RULE_EXIT = 3
+NO_CUDA_EXIT = 4
 
 
 def _rule(msg):
     sys.stderr.write(f"rule {msg}\n")
     sys.stderr.flush()
     os._exit(RULE_EXIT)
+
+
+def _device(p, torch):
+    """The scorer's device; exit NO_CUDA_EXIT if it is CUDA and this sandbox cannot use CUDA."""
+    if p["device"] != "cuda":
+        return "cpu"
+    if not torch.cuda.is_available():
+        sys.stderr.write("no CUDA GPU is usable in the sandbox although the scorer runs on one\n")
+        sys.stderr.flush()
+        os._exit(NO_CUDA_EXIT)
+    return "cuda"
 
 
 def _load(here, name):
@@ -106,10 +119,10 @@ def _save(path, arr):
 
 def train(here, p, torch):
     """The fixed protocol: epochs of sampled softmax; per epoch, validation outputs and a checkpoint."""
+    device = _device(p, torch)  # before any candidate code runs
     items, times, offsets, num_items = _load(here, "inputs.npz")
     module = _candidate(here)
     hp = _hyperparameters(module, p)
-    device = "cuda" if p["device"] == "cuda" and torch.cuda.is_available() else "cpu"
     torch.manual_seed(p["seed"])
     rng = np.random.default_rng(p["seed"])
     context = {"num_users": int(offsets.shape[0] - 1), "epochs": p["epochs"], "device": device}
@@ -153,9 +166,9 @@ def train(here, p, torch):
 
 def test(here, p, epoch, torch):
     """Load the chosen epoch's checkpoint in this fresh process and represent the test histories."""
+    device = _device(p, torch)
     items, times, offsets, num_items = _load(here, "test_inputs.npz")
     module = _candidate(here)
-    device = "cuda" if p["device"] == "cuda" and torch.cuda.is_available() else "cpu"
     torch.manual_seed(p["seed"])
     context = {"num_users": int(offsets.shape[0] - 1), "epochs": p["epochs"], "device": device}
     model = module.build_recommender(num_items, p["embedding_dim"], p["max_seq_len"], context).to(device)

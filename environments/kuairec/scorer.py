@@ -39,6 +39,7 @@ from .metrics import ranking_metrics, ranks
 
 DRIVER_FILE = Path(__file__).resolve().with_name("sandbox_driver.py")
 RULE_EXIT = 3  # sandbox_driver's exit code for a broken rule
+NO_CUDA_EXIT = 4  # sandbox_driver: the scorer asked for CUDA, the sandbox has none
 _REASON_CAP = 1500
 PROTOCOL_KEYS = (
     "embedding_dim",
@@ -73,7 +74,7 @@ class KuaiRecScorer(Scorer):
             DataMissingError: If the archive has not been fetched.
             ChecksumError: If it does not match its recorded checksum.
         """
-        self.device = choose_device(self.variant.hardware.gpu)
+        self.device = choose_device(self.variant.hardware.gpu, gpu_count=self.variant.hardware.gpu_count)
         p = self.params
         if p.get("synthetic"):
             seqs = synthetic_sequences(
@@ -108,6 +109,11 @@ class KuaiRecScorer(Scorer):
         stderr = res.stderr.decode("utf-8", errors="replace").strip()
         if res.timed_out:
             raise CandidateTimeout(f"{what} hit the {res.limit or 'wall'} limit ({timeout:.0f} s left)")
+        if res.returncode == NO_CUDA_EXIT:
+            # Not infra_error: the exit code comes from the sandbox, which the candidate controls.
+            raise CandidateError(
+                f"{what}: {stderr[-_REASON_CAP:]} (the sandbox has no GPU access: run `bench doctor --gpu`)"
+            )
         if res.returncode == RULE_EXIT:
             last = stderr.splitlines()[-1] if stderr else "rule 'output'"
             raise CandidateInvalid(last[:_REASON_CAP])

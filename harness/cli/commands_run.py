@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -64,6 +63,17 @@ def _check_gpu(v: Variant, backend: str) -> bool:
     except InfraError as e:
         err_console.print(f"bench: error: {v.id}: {e}")
         return False
+
+
+def _workers(v: Variant, backend: str, requested: int) -> int:
+    """``--workers`` or its default: one per core, or one per GPU (block) for GPU variants."""
+    from harness.sandbox.gpus import gpu_worker_plan, host_gpus
+
+    pool = host_gpus() if v.hardware.gpu_count > 0 else []
+    n, warning = gpu_worker_plan(v.hardware.gpu_count, requested, pool, remote=backend == "modal")
+    if warning:
+        err_console.print(f"bench: warning: {v.id}: {warning}")
+    return n
 
 
 def eval_program(
@@ -144,7 +154,7 @@ def run(
         env: Variant id (see ``bench envs``).
         seed: Master seed.
         backend: Evaluation backend.
-        workers: Parallel evaluations (0: number of cores).
+        workers: Parallel evaluations (0: one per core; for a GPU variant one per GPU here, on Modal 1).
         max_evaluations: Evaluation budget (includes the initial program).
         max_wall_s: Wall-clock budget in seconds.
         max_cost_usd: LLM cost budget in US dollars.
@@ -164,7 +174,7 @@ def run(
     """
     from agents.registry import get_agent_class
 
-    workers = workers or os.cpu_count() or 1
+    requested_workers = workers
     reg = default_registry()
     if resume is not None:
         try:
@@ -209,6 +219,7 @@ def run(
             return EXIT_USAGE
         if not _check_data(v) or not _check_gpu(v, backend):
             return EXIT_USAGE
+        workers = _workers(v, backend, requested_workers)
         try:
             ag.preflight()
             check_backend(backend)

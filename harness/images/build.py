@@ -17,13 +17,17 @@ from harness.envs.registry import Variant
 from .naming import BOOTSTRAP_TAG, base_image_tag, env_image_tag, images_dir, project_root
 
 log = logging.getLogger(__name__)
-DEFAULT_BASE = {"base-cpu": "python:3.11-slim", "base-cuda": "nvidia/cuda:12.4.1-runtime-ubuntu22.04"}
+DEFAULT_BASE = {"base-cpu": "python:3.11-slim", "base-cuda": "python:3.11-slim-bookworm"}
 DEFAULT_TORCH_INDEX = {
     "base-cpu": "https://download.pytorch.org/whl/cpu",
-    "base-cuda": "https://download.pytorch.org/whl/cu124",
+    # PyPI's own torch wheel is the CUDA build (with the CUDA user-space libraries as wheels).
+    "base-cuda": "",
 }
 BOOTSTRAP_PACKAGES = "python3,python3-venv,g++,ca-certificates,util-linux"
 _PROJECT_ITEMS = ("pyproject.toml", "README.md", "harness", "environments", "agents")
+COPIED_FOLDERS = ("ca", "wheels")
+"""Context folders the base recipes ``COPY`` (possibly empty: no extra CA, no wheelhouse)."""
+KEEP_FILE = ".evobench-keep"
 
 
 class ImageBuildError(RuntimeError):
@@ -63,8 +67,10 @@ def docker_client() -> Any:
 def _stage_context(kind: str, opts: BuildOptions | None, with_project: bool) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="evobench-build-"))
     shutil.copy(images_dir() / kind / "Dockerfile", ctx / "Dockerfile")
-    (ctx / "ca").mkdir()
-    (ctx / "wheels").mkdir()
+    for folder in COPIED_FOLDERS:
+        (ctx / folder).mkdir()
+        # Modal uploads the files a COPY names, never empty folders: without a file the COPY fails.
+        (ctx / folder / KEEP_FILE).write_text("placeholder: Modal uploads files, not folders\n")
     if opts and opts.extra_ca:
         shutil.copy(opts.extra_ca, ctx / "ca" / "extra-ca.crt")
     if opts and opts.wheelhouse:
@@ -111,7 +117,8 @@ def _build(client: Any, ctx: Path, tag: str, buildargs: dict[str, str], echo: Ca
 def base_build_args(kind: str, opts: BuildOptions) -> dict[str, str]:
     """Build arguments of a base image (also the input of its tag)."""
     base = opts.base_image or DEFAULT_BASE[kind]
-    index = "" if opts.wheelhouse else f"--extra-index-url {DEFAULT_TORCH_INDEX[kind]}"
+    url = DEFAULT_TORCH_INDEX[kind]
+    index = f"--extra-index-url {url}" if url and not opts.wheelhouse else ""
     args = {"BASE_IMAGE": base, "TORCH_SPEC": opts.torch_spec, "PIP_EXTRA_ARGS": index}
     if opts.wheelhouse:
         args["WHEELS"] = ",".join(sorted(p.name for p in Path(opts.wheelhouse).glob("*.whl")))

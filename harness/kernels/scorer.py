@@ -33,7 +33,9 @@ class KernelScorer(Scorer):
             InfraError: The variant's GPU is not here (and no override was given), or the
                 manifest's parameters are malformed.
         """
-        self.device: DeviceChoice = choose_device(self.variant.hardware.gpu)
+        self.device: DeviceChoice = choose_device(
+            self.variant.hardware.gpu, gpu_count=self.variant.hardware.gpu_count
+        )
         try:
             self.stop = StopRule(**dict(self.params.get("stop", {})))
         except TypeError as e:

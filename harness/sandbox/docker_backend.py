@@ -26,6 +26,7 @@ from harness.envs.registry import Variant
 from harness.evaluation.errors import InfraError
 from harness.evaluation.result import EvalResult
 from harness.images.naming import env_image_tag
+from harness.scoring.device import OVERRIDE_ENV
 
 from . import wire
 from .gpus import assign, host_gpus
@@ -38,29 +39,71 @@ SOCKET_DIR = "/run/evobench"
 LABEL = "evobench"
 START_TIMEOUT_S = 120.0
 TRUSTED_OVERHEAD_MB = 1536  # the in-container scorer process with torch imported
+DOCKER_GPUS_ENV = "EVOBENCH_DOCKER_GPUS"
+"""GPU indices of a remote Docker daemon's machine (a local daemon's are read from ``/dev``)."""
 GPU_CAPABILITIES = ["gpu", "compute", "utility"]
 """Device-request capabilities: the NVIDIA runtime mounts the CUDA driver (``compute``) and
 ``nvidia-smi`` (``utility``) whatever the base image's ``NVIDIA_DRIVER_CAPABILITIES`` says."""
 
 
-def gpu_requests(hw: Hardware, slot: int, local_gpus: list[int]) -> list[Any] | None:
-    """Docker device requests of a container for worker ``slot`` (None: a CPU variant).
+def gpu_requests(hw: Hardware, slot: int, daemon_gpus: list[int], override: bool = False) -> list[Any] | None:
+    """Docker device requests of a container for worker ``slot`` (None: no GPU).
 
-    With the daemon on this machine and its GPUs known (``local_gpus``), each slot gets its own
-    GPUs by id, as the local backend hands them out; otherwise (a remote daemon) Docker picks
-    ``gpu_count`` GPUs itself.
+    Each slot gets its own GPUs by id (``assign``, as the local backend hands them out) from the
+    GPUs of the daemon's machine. Never ``DeviceRequest(count=k)``: the daemon answers it with
+    GPUs 0..k-1 for every container, so all slots would time on the same GPUs.
+
+    Args:
+        hw: The variant's hardware spec.
+        slot: Worker slot.
+        daemon_gpus: GPU indices of the daemon's machine (see :func:`daemon_gpus`).
+        override: ``EVOBENCH_GPU_OVERRIDE=1``: with no GPU there, run on CPU (the scorer marks it).
 
     Raises:
-        InfraError: If this machine has GPUs but fewer than the variant requests.
+        InfraError: If that machine has fewer GPUs than the variant requests (none: unless overridden).
     """
     from docker.types import DeviceRequest
 
     if hw.gpu_count <= 0:
         return None
-    ids = assign(hw.gpu_count, slot, local_gpus)
+    ids = assign(hw.gpu_count, slot, daemon_gpus)
     if ids:
         return [DeviceRequest(device_ids=[str(i) for i in ids], capabilities=[GPU_CAPABILITIES])]
-    return [DeviceRequest(count=hw.gpu_count, capabilities=[GPU_CAPABILITIES])]
+    if override:
+        return None
+    raise InfraError(
+        f"the variant needs {hw.gpu_count} {hw.gpu} GPU(s) but the Docker daemon's machine has none; "
+        f"set {OVERRIDE_ENV}=1 to run on CPU anyway (results are marked and not comparable)"
+    )
+
+
+def _local_daemon(client: Any) -> bool:
+    """Whether the daemon listens on this machine's Unix socket, so its GPUs are this machine's.
+
+    docker-py names a Unix socket ``http+docker://localhost`` and an SSH daemon
+    ``http+docker://ssh`` (``api/client.py``): only the first is local. TCP daemons count as remote.
+    """
+    return str(getattr(client.api, "base_url", "")) == "http+docker://localhost"
+
+
+def daemon_gpus(client: Any, env: dict[str, str] | None = None) -> list[int]:
+    """GPU indices of the Docker daemon's machine: ``/dev/nvidia<N>`` here, else ``EVOBENCH_DOCKER_GPUS``.
+
+    Raises:
+        InfraError: If the daemon is remote and ``EVOBENCH_DOCKER_GPUS`` is unset or malformed.
+    """
+    if _local_daemon(client):
+        return host_gpus(Path("/dev"))
+    raw = (os.environ if env is None else env).get(DOCKER_GPUS_ENV, "").strip()
+    where = str(getattr(client.api, "base_url", "?"))
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise InfraError(
+            f"the Docker daemon ({where}) is not on this machine, so its GPUs cannot be listed from here: "
+            f"set {DOCKER_GPUS_ENV} to the indices its containers may use, e.g. {DOCKER_GPUS_ENV}=0,1,2,3 "
+            f"(got {raw!r})"
+        )
+    return [int(p) for p in parts]
 
 
 def container_run_args(
@@ -72,7 +115,8 @@ def container_run_args(
     backend_id: str,
     slot: int = 0,
     cgroup_parent: str | None = None,
-    local_gpus: list[int] | None = None,
+    gpus: list[int] | None = None,
+    override: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments of ``containers.run`` for one evaluation container of ``variant``.
 
@@ -104,15 +148,10 @@ def container_run_args(
         "cap_add": ["SETUID", "SETGID", "KILL"],
         "security_opt": ["no-new-privileges"],
         "labels": {LABEL: "1", f"{LABEL}.backend": backend_id},
-        "device_requests": gpu_requests(hw, slot, local_gpus or []),
+        "device_requests": gpu_requests(hw, slot, gpus or [], override),
         "environment": env,
         "cgroup_parent": cgroup_parent,
     }
-
-
-def _local_daemon(client: Any) -> bool:
-    """Whether the daemon runs on this machine (a Unix socket), so its GPUs are this machine's."""
-    return str(getattr(client.api, "base_url", "")).startswith("http+docker://")
 
 
 class DockerInfraError(RuntimeError):
@@ -164,7 +203,7 @@ class _Container:
                 f"image {image} not found; build it with `bench images build --env {variant.base_id}`"
             ) from e
         try:
-            local_gpus = host_gpus(Path("/dev")) if hw.gpu_count and _local_daemon(client) else []
+            gpus = daemon_gpus(client) if hw.gpu_count else []
             args = container_run_args(
                 variant,
                 image=image,
@@ -173,7 +212,8 @@ class _Container:
                 backend_id=backend_id,
                 slot=slot,
                 cgroup_parent=cgroup_parent,
-                local_gpus=local_gpus,
+                gpus=gpus,
+                override=os.environ.get(OVERRIDE_ENV) == "1",
             )
             self.container = client.containers.run(**args)
         except ImageNotFound as e:

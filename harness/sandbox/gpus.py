@@ -16,6 +16,8 @@ Variants that request no GPU get none of this. GPUs are handed out round-robin b
 (``/dev/nvidia<N>`` numbers, filtered by a numeric ``CUDA_VISIBLE_DEVICES`` of the harness), and
 the candidate sees ``CUDA_VISIBLE_DEVICES=0..k-1`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. The node
 number is assumed to equal the driver's (``nvidia-smi``) index, which holds on ordinary hosts.
+The slot's trusted scorer computes on the same GPU (``harness.scoring.device.choose_device``), and
+``bench run`` defaults GPU variants to one worker per block of GPUs (:func:`gpu_worker_plan`).
 No GPU was available where this was written: the bind layout is unit-tested against a fake
 ``/dev`` tree only (see ``tests/harness/sandbox/test_gpus.py``, whose real-GPU test is ``gpu``-marked).
 """
@@ -153,3 +155,32 @@ def unshared_gpu_env(access: GpuAccess) -> dict[str, str]:
     them, and a hostile candidate could widen it: only bubblewrap enforces the assignment.
     """
     return {**access.env, "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in access.indices)}
+
+
+def gpu_worker_plan(gpu_count: int, requested: int, pool: list[int], remote: bool) -> tuple[int, str]:
+    """Worker count for a run of a variant with ``gpu_count`` GPUs, and a warning ("" if none).
+
+    GPU variants default to one worker per block of ``gpu_count`` GPUs of this machine (``pool``),
+    not one per core: slots beyond that would share a GPU and disturb each other's timings.
+    A remote backend (Modal: one GPU sandbox per slot) defaults to one worker, since each slot is
+    a billed GPU. CPU variants keep the caller's default (``requested``, 0: one per core).
+
+    Args:
+        gpu_count: The variant's ``hardware.gpu_count``.
+        requested: ``--workers`` (0: default).
+        pool: GPUs of this machine (:func:`host_gpus`).
+        remote: Whether slots get their GPUs from a remote service rather than this machine.
+    """
+    if gpu_count <= 0:
+        return requested or (os.cpu_count() or 1), ""
+    if remote:
+        return requested or 1, ""
+    blocks = len(pool) // gpu_count
+    if not requested:
+        return max(blocks, 1), ""
+    if blocks and requested > blocks:
+        return requested, (
+            f"{requested} workers share {len(pool)} GPU(s) ({blocks} slot(s) of {gpu_count}): "
+            "slots on the same GPU disturb each other's timings"
+        )
+    return requested, ""

@@ -17,6 +17,7 @@ from harness.envs.registry import Registry, Variant, default_registry
 from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome, InfraError
 from harness.evaluation.result import EvalResult, PhaseDurations, Status, program_sha256
 from harness.scoring.api import Scorer
+from harness.scoring.device import bind_worker_slot
 
 from .isolation import UNPRIVILEGED_UID_BASE
 from .process import Zygote
@@ -49,6 +50,8 @@ class WorkerState:
         """Create empty caches for worker ``slot`` (which also picks its sandbox uid)."""
         self.slot = slot
         self.uid = UNPRIVILEGED_UID_BASE + slot
+        # Scorers compute on this slot's GPU (the one its sandboxes get), not on GPU 0.
+        bind_worker_slot(slot)
         _single_threaded_scorer()
         self._registries: dict[str | None, Registry] = {}
         self._scorers: dict[tuple[str, str], Scorer] = {}

@@ -2,12 +2,13 @@
 
 The learner is an :class:`~agents.rl.backends.hf.HFBackend` (scoring, updates, optimiser,
 checkpoints). The sampler is an offline ``vllm.LLM`` built with ``enable_lora=True`` and
-``logprobs_mode="processed_logprobs"`` so the returned log-prob of each sampled token is taken
-after temperature scaling, matching the learner's ``log_softmax(logits / T)``. After every
-update the adapter is written as a PEFT directory ``<adapter_dir>/v<version>`` and requests are
-routed to ``LoRARequest(f"{prefix}-v{version}", version + 1, path)``. ``LLM.generate`` is
-synchronous, so when it returns no request of an older version is in flight; versions older
-than ``keep_versions`` are then removed from the engine (``remove_lora``) and from disk.
+``logprobs_mode="processed_logprobs"`` (vLLM >= 0.10.2), in bf16 or fp16 (its LoRA kernels refuse
+fp32), so the returned log-prob of each sampled token is taken after temperature scaling,
+matching the learner's ``log_softmax(logits / T)``. After every update the adapter is
+written as a PEFT directory ``<adapter_dir>/v<version>`` and requests are routed to
+``LoRARequest(f"{prefix}-v{version}", version + 1, path)``. ``LLM.generate`` is synchronous,
+so when it returns no request of an older version is in flight; versions older than
+``keep_versions`` are then removed from the engine (``remove_lora``) and from disk.
 Version 0 (the fresh adapter, B = 0) is served as the base model without a LoRA request.
 
 Sampling uses no top-p/top-k and no penalties, so the behaviour policy is exactly
@@ -17,6 +18,7 @@ Sampling uses no top-p/top-k and no penalties, so the behaviour policy is exactl
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +30,63 @@ from agents.rl.backends.base import Completion, PolicyBackend, UpdateStats
 from agents.rl.backends.hf import HFBackend
 
 _RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+MIN_VLLM = (0, 10, 2)
+"""Oldest vLLM whose ``processed_logprobs`` are taken after temperature scaling (``logprobs_mode``
+appeared in 0.10.0, vllm-project/vllm#21398; final processed values in 0.10.2, #22387)."""
+MAX_TEMPERATURE = 2.0
+"""vLLM's ``SamplingParams`` rejects a temperature above 2 (0.33.0 ``_verify_args``)."""
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """Leading numeric release of a version string (``0.10.2rc1`` -> ``(0, 10, 2)``)."""
+    parts: list[int] = []
+    for piece in version.split(".")[:3]:
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def check_vllm_version(version: str) -> None:
+    """Refuse vLLM releases without post-temperature ``processed_logprobs``.
+
+    Raises:
+        VLLMUnavailableError: If ``version`` is older than :data:`MIN_VLLM`.
+    """
+    if _version_tuple(version) < MIN_VLLM:
+        floor = ".".join(map(str, MIN_VLLM))
+        raise VLLMUnavailableError(
+            f"vLLM {version} is too old: the learner's importance ratios need logprobs_mode="
+            f"'processed_logprobs' after temperature (vLLM >= {floor}); pip install 'evobench[gpu]'"
+        )
+
+
+def engine_args(
+    base_model: str,
+    lora_rank: int,
+    keep_versions: int,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    bf16_supported: bool,
+) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.LLM`` for a LoRA-serving sampler.
+
+    vLLM's LoRA kernels accept only fp16 / bf16 weights and activations (0.33.0
+    ``lora/ops/triton_ops/lora_shrink_op.py`` asserts it), so the engine never runs in fp32:
+    bf16 where the GPU has it (Ampere and later), else fp16. The learner stays fp32; the
+    sampler/learner log-prob gap this leaves is what truncated importance sampling corrects.
+    """
+    return {
+        "model": base_model,
+        "enable_lora": True,
+        "max_lora_rank": _lora_rank_slot(lora_rank),
+        "max_loras": keep_versions,
+        "max_model_len": max_model_len,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "logprobs_mode": "processed_logprobs",
+        "dtype": "bfloat16" if bf16_supported else "float16",
+    }
 
 
 def _lora_rank_slot(r: int) -> int:
@@ -77,11 +136,13 @@ class VLLMBackend(PolicyBackend):
     ) -> None:
         """Build (or adopt) the engine; see the class docstring."""
         try:
+            import vllm
             from vllm import LLM
         except ImportError as e:
             raise VLLMUnavailableError(
                 f"the vllm backend needs vLLM and a GPU: pip install 'evobench[gpu]' ({e})"
             ) from e
+        check_vllm_version(str(getattr(vllm, "__version__", "0")))
         if keep_versions < 2:
             raise ValueError(
                 "keep_versions must be >= 2 (the previous version drains while the new one loads)"
@@ -91,16 +152,15 @@ class VLLMBackend(PolicyBackend):
         self.adapter_dir.mkdir(parents=True, exist_ok=True)
         self.keep_versions = keep_versions
         self.prefix = prefix
-        self.llm = llm or LLM(
-            model=base_model,
-            enable_lora=True,
-            max_lora_rank=_lora_rank_slot(learner.lora.r),
-            max_loras=keep_versions,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            logprobs_mode="processed_logprobs",
-            dtype="float32",
-        )
+        if llm is None:
+            import torch
+
+            args = engine_args(
+                base_model, learner.lora.r, keep_versions, max_model_len, gpu_memory_utilization,
+                bf16_supported=bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()),
+            )  # fmt: skip
+            llm = LLM(**args)
+        self.llm = llm
         self.loaded: list[int] = []
         self.adapter_version = learner.adapter_version
         if self.adapter_version > 0:
@@ -141,13 +201,16 @@ class VLLMBackend(PolicyBackend):
         """Sample with vLLM from the current adapter version (processed log-probs).
 
         Raises:
-            ValueError: If an argument is not positive or vLLM returns no log-prob for a token.
+            ValueError: If an argument is not positive, the temperature exceeds vLLM's limit of 2,
+                or vLLM returns no log-prob for a token.
         """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         if n <= 0 or max_new_tokens <= 0 or not temperature > 0:
             raise ValueError("n, max_new_tokens and temperature must be positive")
+        if temperature > MAX_TEMPERATURE:
+            raise ValueError(f"vLLM samples at temperature <= {MAX_TEMPERATURE}, got {temperature}")
         params = SamplingParams(
             n=n,
             temperature=temperature,

@@ -93,7 +93,7 @@ class _SandboxSession:
         job = {"op": "evaluate", "env_id": env_id or self.variant.id, "source": source, "mode": "warm"}
         try:
             self.proc.write(stdio_wire.encode_line(job))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, BufferError) as e:
             raise ModalInfraError(f"could not write to sandbox {self.proc.object_id}: {e}") from e
         reply = self._next(timeout_s)
         if not isinstance(reply, dict) or reply.get("type") != "result":

@@ -16,6 +16,8 @@ from .spec import APP_NAME
 
 INSTALL_HINT = "pip install 'evobench[modal]'"
 TOKEN_HINT = "run `modal token new` (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)"
+STDIN_CHUNK = 1 << 20
+"""Bytes written per ``drain`` (modal 1.6 ``io_streams.MAX_BUFFER_SIZE`` is 2 MiB)."""
 
 
 def _modal() -> Any:
@@ -63,8 +65,11 @@ class _SdkProcess:
         return str(self.sb.object_id)
 
     def write(self, data: bytes) -> None:
-        self.sb.stdin.write(data)
-        self.sb.stdin.drain()
+        # Modal's stdin writer buffers at most 2 MiB between drains (BufferError beyond it).
+        view = memoryview(data)
+        for start in range(0, max(len(view), 1), STDIN_CHUNK):
+            self.sb.stdin.write(view[start : start + STDIN_CHUNK])
+            self.sb.stdin.drain()
 
     def lines(self) -> Iterator[str | bytes]:
         # The stream yields chunks, not lines: re-split them.

@@ -20,8 +20,15 @@ WARM_EVALUATIONS = 1000
 MAX_LIFETIME_S = 24 * 3600
 
 
+NO_UPGRADE = {"H100": "H100!"}
+"""Modal's names for "exactly this GPU": plain ``H100`` may be upgraded to an H200 (Modal's GPU
+guide), whose timings the variant's scorer refuses (``harness.scoring.device``)."""
+
+
 def gpu_string(variant: Variant) -> str | None:
     """Modal's ``TYPE[:COUNT]`` for the variant's GPUs (upper-case type), or None for CPU variants.
+
+    The type never allows an upgrade (``H100!``): a variant is timed on the GPU it names.
 
     Raises:
         ValueError: If the variant asks for GPUs without naming a type.
@@ -32,6 +39,7 @@ def gpu_string(variant: Variant) -> str | None:
     if not hw.gpu:
         raise ValueError(f"variant {variant.id} requests {hw.gpu_count} GPU(s) but names no GPU type")
     kind = hw.gpu.strip().upper()
+    kind = NO_UPGRADE.get(kind, kind)
     return kind if hw.gpu_count == 1 else f"{kind}:{hw.gpu_count}"
 
 

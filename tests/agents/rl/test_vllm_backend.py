@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gpu
+GAP = 0.1
+"""Largest sampler/learner log-prob gap: vLLM serves LoRA in bf16 (fp16 on old GPUs), the learner fp32."""
 
 
 @pytest.fixture
@@ -38,7 +40,7 @@ def test_versions_load_and_logprobs_match(vllm_backend):
     prompts = [[104, 105], [120, 121, 122]]
     for temperature in (1.0, 0.7):
         groups = b.sample(prompts, n=4, max_new_tokens=8, temperature=temperature, seed=0)
-        assert _gap(b, groups, temperature) < 1e-3  # different kernels; fp32 on both sides
+        assert _gap(b, groups, temperature) < GAP  # bf16 sampler, fp32 learner
     first = [c.token_ids for g in groups for c in g]
     for step in range(3):
         groups = b.sample(prompts, n=4, max_new_tokens=8, temperature=1.0, seed=step)
@@ -47,7 +49,7 @@ def test_versions_load_and_logprobs_match(vllm_backend):
         assert b.lora_request().lora_name == f"policy-v{step + 1}"
         after = b.sample(prompts, n=4, max_new_tokens=8, temperature=1.0, seed=step)
         assert all(c.adapter_version == step + 1 for g in after for c in g)
-        assert _gap(b, after, 1.0) < 1e-3
+        assert _gap(b, after, 1.0) < GAP
     assert len(b.loaded) <= b.keep_versions
     assert not (b.adapter_dir / "v000001").exists()
     again = [c.token_ids for g in b.sample(prompts, 4, 8, 0.7, 0) for c in g]

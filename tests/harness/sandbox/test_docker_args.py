@@ -7,16 +7,25 @@ the ``docker``-marked tests.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
 from harness.envs.manifest import Hardware
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.errors import InfraError
-from harness.sandbox.docker_backend import GPU_CAPABILITIES, TRUSTED_OVERHEAD_MB, container_run_args
+from harness.sandbox.docker_backend import (
+    DOCKER_GPUS_ENV,
+    GPU_CAPABILITIES,
+    TRUSTED_OVERHEAD_MB,
+    container_run_args,
+    daemon_gpus,
+)
 
 
-def _args(variant: Variant, slot: int = 0, local_gpus: list[int] | None = None) -> dict:  # type: ignore[type-arg]
+def _args(
+    variant: Variant, slot: int = 0, local_gpus: list[int] | None = None, override: bool = False
+) -> dict:  # type: ignore[type-arg]
     return container_run_args(
         variant,
         image="evobench/env-x:1",
@@ -24,7 +33,8 @@ def _args(variant: Variant, slot: int = 0, local_gpus: list[int] | None = None) 
         sockdir="/tmp/sock",
         backend_id="b1",
         slot=slot,
-        local_gpus=local_gpus,
+        gpus=local_gpus,
+        override=override,
     )
 
 
@@ -33,9 +43,9 @@ def test_gpu_variant_requests_its_gpus_and_resources(env_id: str) -> None:
     v = default_registry().get(env_id)
     hw = v.hardware
     assert hw.gpu_count >= 1
-    remote = _args(v)  # no local GPU list: a remote daemon picks them
+    remote = _args(v, slot=2, local_gpus=[0, 1, 2, 3])  # e.g. EVOBENCH_DOCKER_GPUS=0,1,2,3
     (req,) = remote["device_requests"]
-    assert req["Count"] == hw.gpu_count and not req["DeviceIDs"]
+    assert req["DeviceIDs"] == ["2"] and not req.get("Count")  # never count=k (GPUs 0..k-1 for all)
     assert req["Capabilities"] == [GPU_CAPABILITIES] and "gpu" in GPU_CAPABILITIES
     assert remote["environment"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
     assert remote["mem_limit"] == f"{hw.memory_mb + TRUSTED_OVERHEAD_MB}m"
@@ -55,6 +65,34 @@ def test_slots_get_disjoint_gpus_on_a_local_daemon() -> None:
     assert ids == [["0", "1"], ["2", "3"], ["0", "1"]]
     with pytest.raises(InfraError, match="requests 2 GPUs but this machine offers 1"):
         _args(two, local_gpus=[0])
+
+
+def test_no_gpu_on_the_daemons_machine_is_refused_unless_overridden() -> None:
+    v = default_registry().get("trimul-h100")
+    with pytest.raises(InfraError, match="EVOBENCH_GPU_OVERRIDE"):
+        _args(v, local_gpus=[])
+    assert _args(v, local_gpus=[], override=True)["device_requests"] is None  # CPU run, marked by the scorer
+
+
+def _client(base_url: str) -> SimpleNamespace:
+    return SimpleNamespace(api=SimpleNamespace(base_url=base_url))
+
+
+@pytest.mark.parametrize("url", ["http+docker://ssh", "http://10.0.0.5:2375", "https://gpu-box:2376"])
+def test_remote_daemons_need_their_gpu_list(url: str) -> None:
+    # docker-py: unix socket -> http+docker://localhost, ssh:// -> http+docker://ssh (api/client.py).
+    with pytest.raises(InfraError, match=DOCKER_GPUS_ENV):
+        daemon_gpus(_client(url), env={})
+    with pytest.raises(InfraError, match=DOCKER_GPUS_ENV):
+        daemon_gpus(_client(url), env={DOCKER_GPUS_ENV: "GPU-1234"})
+    assert daemon_gpus(_client(url), env={DOCKER_GPUS_ENV: "4, 5,6"}) == [4, 5, 6]
+
+
+def test_local_daemon_reads_this_machines_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.sandbox.docker_backend as db
+
+    monkeypatch.setattr(db, "host_gpus", lambda dev: [0, 1])
+    assert daemon_gpus(_client("http+docker://localhost"), env={DOCKER_GPUS_ENV: "7"}) == [0, 1]
 
 
 def test_cpu_variant_requests_no_gpu() -> None:
