@@ -16,7 +16,9 @@ Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
 2. **Predict in a fresh process.** The fitted params (one vector per fit) are written, with the
    input columns of all three splits, into a directory of the candidate's work directory, and a
    *new* sandboxed interpreter (``candidate.run``) loads the candidate source from scratch and returns its
-   predictions (``sandbox_driver.py``). Why not reuse the fitting process: the sequence of
+   predictions (``sandbox_driver.py``); it starts only after the fitting process and everything
+   it started have exited (``candidate.end_calls``), and no shared inode carries a lock between
+   them (``harness/sandbox/syscall_filter.py``). Why not reuse the fitting process: the sequence of
    parameter vectors BFGS sends is a function of the train targets (each step reveals a
    gradient, i.e. inner products of the residual with features the candidate chooses), so a
    stateful candidate could learn far more than 10 numbers about the targets during the fit and
@@ -369,6 +371,9 @@ class LlmSrScorer(Scorer):
             CandidateError: The process failed or its output is malformed.
             CandidateTimeout: The process ran out of time.
         """
+        # The fitting process and all it started must be gone first: alive, it could pass what it
+        # learnt during the fit to the fresh process (a lock, a socket, a file left open).
+        candidate.end_calls()
         workdir = Path(candidate.workdir)
         _seal_workdir(workdir)
         sub = ExchangeDir(workdir, "llm-sr", writable=False)
