@@ -115,7 +115,8 @@ def test_control_unsandboxed_processes_see_each_others_locks(tmp_path) -> None:
     )
     try:
         assert holder.stdout is not None and int(holder.stdout.readline()) == 12
-        out = subprocess.run([sys.executable, str(script), "probe"], capture_output=True, text=True, check=True)
+        probe = [sys.executable, str(script), "probe"]
+        out = subprocess.run(probe, capture_output=True, text=True, check=True)
         seen = eval(out.stdout)  # noqa: S307 - our own probe's repr of a list of lists
         assert {kind for kind, _ in seen} == {"flock", "posix", "ofd"}
     finally:
