@@ -5,12 +5,15 @@ inside a "deterministic equation" (a lookup table keyed on the inputs): log10 NM
 honest law reaches -1 to -7, with the train error unchanged. Nothing in the sandbox can stop a
 candidate knowing public data, so the scorer detects the two traces such a program leaves:
 
-* rule ``generalisation``: the test_id NMSE is many orders of magnitude below the train NMSE.
-  Train and test_id are drawn from the same domain, so an equation fitted on train does not do
-  1000x better on test_id; errors below ``floor_nmse`` (machine precision) are compared as equal.
-* rule ``literals``: the source carries more numeric literals, or more text (string literals,
-  docstrings and comments, which a program can read back from its own file), than a skeleton of
-  10 fitted constants plausibly needs.
+* rule ``generalisation``: the test_id NMSE undercuts the train NMSE by more than
+  ``max_test_gain_log10`` orders of magnitude. Train and test_id come from the same domain
+  (interleaved), so an equation fitted on train does not do 10x better on test_id: on the
+  family's tests, the initial programs and true laws of every variant, real and tiny, stay
+  within 0.03 orders. Errors below ``floor_nmse`` (float64 round-off) compare as equal. A table
+  that hits only some test rows and gains less than the limit is not caught.
+* rule ``literals``: the source carries more numeric literals, or more literal text (strings,
+  numbers, docstrings and comments, which a program can read back from its own file), than a
+  skeleton of 10 fitted constants plausibly needs.
 
 Thresholds are scorer parameters (``env.toml``). What is not caught: a table of train *and* test
 targets in a code form below the text budget (e.g. a few thousand characters for the 1,442 test
@@ -32,7 +35,7 @@ from harness.evaluation.errors import CandidateInvalid
 class PlausibilityLimits:
     """Thresholds of the plausibility rules (scorer parameters of the same names)."""
 
-    max_test_gain_log10: float = 3.0
+    max_test_gain_log10: float = 1.0
     """Most orders of magnitude by which the test_id NMSE may undercut the train NMSE."""
     floor_nmse: float = 1e-16
     """NMSEs below this are clamped to it before comparing (float64 round-off, not a signal)."""
@@ -40,7 +43,8 @@ class PlausibilityLimits:
     """Most number tokens in the source (``params[3]``'s 3 counts; ten parameters and their
     indices plus a dozen constants stay far below)."""
     max_text_chars: int = 3000
-    """Most characters of string literals, docstrings and comments together."""
+    """Most characters of string and number literals, docstrings and comments together (a table
+    fits in one long string, comment or integer literal as well as in many numbers)."""
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> PlausibilityLimits:
@@ -67,7 +71,7 @@ class SourceCounts:
     numbers: int
     """Number tokens (integers, floats, imaginary literals)."""
     text_chars: int
-    """Characters in string tokens (including prefixes and quotes) and comments."""
+    """Characters in string tokens (including prefixes and quotes), number tokens and comments."""
 
 
 _TEXT = {tokenize.STRING, tokenize.COMMENT}
@@ -81,6 +85,7 @@ def count_source(source: str) -> SourceCounts | None:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type == tokenize.NUMBER:
                 numbers += 1
+                chars += len(tok.string)
             elif tok.type in _TEXT:
                 chars += len(tok.string)
     except (tokenize.TokenError, SyntaxError, ValueError):
@@ -105,7 +110,7 @@ def check_source(source: str, limits: PlausibilityLimits) -> None:
         )
     if counts.text_chars > limits.max_text_chars:
         raise CandidateInvalid(
-            f"rule 'literals': the program holds {counts.text_chars} characters of strings and "
+            f"rule 'literals': the program holds {counts.text_chars} characters of literals and "
             f"comments (limit {limits.max_text_chars}), enough to embed data"
         )
 
