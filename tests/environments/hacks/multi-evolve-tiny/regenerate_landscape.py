@@ -2,11 +2,27 @@
 # returns the regenerated fitness of each test mutant wherever the regenerated table holds it
 # expect: no-gain
 # base: initial-program
-import pandas as pd
 from itertools import combinations
 
+import pandas as pd
+
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
-PUBLIC_PARAMS = {'assays': 2, 'seed': 20260324, 'length': 80, 'sites': 15, 'alternatives': 1, 'effect_mean': -0.3, 'effect_sd': 1.0, 'pair_fraction': 0.1, 'epistasis_sd': 0.7, 'nonlinearity': 'tanh', 'width': 3.0, 'noise': 0.1, 'double_fraction': 0.4, 'test_size': 200}
+PUBLIC_PARAMS = {
+    "assays": 2,
+    "seed": 20260324,
+    "length": 80,
+    "sites": 15,
+    "alternatives": 1,
+    "effect_mean": -0.3,
+    "effect_sd": 1.0,
+    "pair_fraction": 0.1,
+    "epistasis_sd": 0.7,
+    "nonlinearity": "tanh",
+    "width": 3.0,
+    "noise": 0.1,
+    "double_fraction": 0.4,
+    "test_size": 200,
+}
 
 _honest_fit_and_predict = fit_and_predict  # noqa: F821 - the initial program's, placed before
 
@@ -101,7 +117,7 @@ def fit_and_predict(train_df, test_df, context):
         table, wt = synthetic_table(PUBLIC_PARAMS, index)
         if wt != context.get("target_seq"):
             continue
-        known = {_key(m): float(f) for m, f in zip(table["mutant"], table["DMS_score"])}
+        known = {_key(m): float(f) for m, f in zip(table["mutant"], table["DMS_score"], strict=True)}
         keys = [_key(m) for m in test_df["mutant"]]
         if all(k in known for k in keys):
             return np.asarray([known[k] for k in keys])  # noqa: F821 - numpy from the base
