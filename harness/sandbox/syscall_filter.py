@@ -33,7 +33,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
 import sys
 
@@ -137,7 +136,7 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 
 def build_program(machine: str) -> bytes:
-    """The filter for ``machine`` (``platform.machine()``) as packed ``sock_filter`` structs.
+    """The filter for ``machine`` (``os.uname().machine``) as packed ``sock_filter`` structs.
 
     Raises:
         ValueError: If the architecture is not supported.
@@ -194,7 +193,7 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    prog = build_program(platform.machine())
+    prog = build_program(os.uname().machine)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
