@@ -17,7 +17,7 @@ from harness.envs.manifest import Hardware, Language
 from harness.sandbox.isolation import UNPRIVILEGED_UID_BASE, detect_isolation
 from harness.sandbox.runtime import SandboxedCandidate
 
-PROGRAM = r'''
+PROGRAM = r"""
 import ctypes, os, socket
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -56,7 +56,7 @@ def find():
     seen["keyring"] = libc.syscall(250, 10, -4, b"user", b"evobench-covert", 0) >= 0  # KEYCTL_SEARCH
     seen["inotify"] = libc.inotify_init1(0) >= 0
     return seen
-'''
+"""
 
 pytestmark = pytest.mark.skipif(
     detect_isolation().level != "bwrap", reason="needs bubblewrap (the local sandbox's isolation)"
