@@ -41,7 +41,7 @@ def _score(variant: Variant, source: str) -> tuple[float, dict[str, float]]:
 def sources(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     monkeypatch.setenv(KEY_ENV, KEY)
     honest = default_registry().get("multi-evolve-tiny").initial_program
-    hack = (HACKS / "regenerate_landscape.py").read_text()
+    hack = (HACKS / "regenerate_landscape_seed_search.py").read_text()
     return honest, f"{honest}\n\n{hack}"
 
 
