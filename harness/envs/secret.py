@@ -7,7 +7,8 @@ seed, so a candidate could regenerate the targets it is scored on (issue 20). Va
 public seed. The key is 32 random bytes in ``<data root>/heldout.key`` (created 0600 on first
 use; the data root is never bound into a sandbox), or ``$EVOBENCH_HELDOUT_KEY`` (64 hex digits)
 to reproduce another installation's draw. The candidate's environment is allow-listed, so the
-variable never reaches a sandbox.
+variable never reaches a sandbox. Where the data root is read-only (a container image) and no key
+file exists, the process draws a key of its own (logged; draws then differ between workers).
 
 The key is not part of a variant's content hash (the recipe is, the draw is not): results carry
 :func:`key_id`, a public fingerprint, so scores from different keys are told apart.
@@ -17,11 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 from pathlib import Path
 
 from .data import data_root
+
+log = logging.getLogger(__name__)
 
 KEY_FILE = "heldout.key"
 KEY_ENV = "EVOBENCH_HELDOUT_KEY"
@@ -66,10 +70,33 @@ def installation_key() -> bytes:
         return _decode(env, KEY_ENV)
     path = _key_path()
     if not path.exists():
-        _create(path)
+        try:
+            _create(path)
+        except OSError as e:
+            return _process_key(path, e)
     if path.stat().st_mode & 0o077:
         raise HeldoutKeyError(f"{path} is readable by other users: chmod 600 it (or delete it)")
     return _decode(path.read_text(encoding="ascii").strip(), str(path))
+
+
+_PROCESS_KEY: list[bytes] = []
+
+
+def _process_key(path: Path, err: OSError) -> bytes:
+    """Where no key file can be written (a read-only container image): a key for this process only.
+
+    Still secret (drawn here, never written), but another process draws another one, so scores
+    of secret-keyed variants then compare only within one worker (``heldout_key`` tells).
+    """
+    if not _PROCESS_KEY:
+        _PROCESS_KEY.append(secrets.token_bytes(KEY_BYTES))
+        log.warning(
+            "held-out key: cannot create %s (%s); using a key for this process only (set %s to share one)",
+            path,
+            err,
+            KEY_ENV,
+        )
+    return _PROCESS_KEY[0]
 
 
 def _decode(text: str, where: str) -> bytes:

@@ -36,6 +36,19 @@ def test_a_world_readable_key_is_refused(data_root: Path) -> None:
         installation_key()
 
 
+def test_unwritable_data_root_falls_back_to_a_process_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("EVOBENCH_DATA", str(blocker / "data"))  # cannot be created
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.setattr(secret, "_PROCESS_KEY", [])
+    key = installation_key()
+    assert len(key) == 32 and installation_key() == key
+    assert sum("for this process only" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_environment_variable_overrides_the_file(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "0f" * 32)
     assert installation_key() == bytes([15]) * 32
