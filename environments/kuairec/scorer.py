@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from harness.envs.data import expected_sha256
+from harness.envs.secret import heldout_seed
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
 from harness.scoring.device import choose_device
@@ -76,7 +77,11 @@ class KuaiRecScorer(Scorer):
         """
         self.device = choose_device(self.variant.hardware.gpu, gpu_count=self.variant.hardware.gpu_count)
         p = self.params
+        self.key_id: float | None = None
         if p.get("synthetic"):
+            # heldout = "secret": the whole draw (train and targets) comes from the installation's
+            # key, so no candidate can regenerate the targets from public code and data_seed.
+            self.data_seed, self.key_id = heldout_seed(p, "kuairec", int(p["data_seed"]))
             seqs = synthetic_sequences(
                 users=int(p["users"]),
                 items=int(p["items"]),
@@ -85,7 +90,7 @@ class KuaiRecScorer(Scorer):
                 max_len=int(p["max_len"]),
                 drift=float(p["drift"]),
                 temperature=float(p["data_temperature"]),
-                seed=int(p["data_seed"]),
+                seed=self.data_seed,
             )
         else:
             (_, source), *_ = self.variant.data
@@ -162,6 +167,8 @@ class KuaiRecScorer(Scorer):
             {"epoch": float(best_epoch), "train_seconds": train_seconds, "test_seconds": test_seconds}
         )
         metrics.update(self.device.metrics())
+        if self.key_id is not None:
+            metrics["heldout_key"] = self.key_id
         return ScoreOutcome(
             score=test["combined"], metrics=metrics, candidate_seconds=train_seconds + test_seconds
         )

@@ -16,7 +16,9 @@ Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
 2. **Predict in a fresh process.** The fitted params (one vector per fit) are written, with the
    input columns of all three splits, into a directory of the candidate's work directory, and a
    *new* sandboxed interpreter (``candidate.run``) loads the candidate source from scratch and returns its
-   predictions (``sandbox_driver.py``). Why not reuse the fitting process: the sequence of
+   predictions (``sandbox_driver.py``); it starts only after the fitting process and everything
+   it started have exited (``candidate.end_calls``), and no shared inode carries a lock between
+   them (``harness/sandbox/syscall_filter.py``). Why not reuse the fitting process: the sequence of
    parameter vectors BFGS sends is a function of the train targets (each step reveals a
    gradient, i.e. inner products of the residual with features the candidate chooses), so a
    stateful candidate could learn far more than 10 numbers about the targets during the fit and
@@ -39,7 +41,8 @@ the candidate sees exactly what a full evaluation shows it. Adds the metric ``su
 
 Validity rules (``CandidateInvalid``, message ``rule '<name>': ...``): ``type`` / ``dtype`` /
 ``shape`` (a real numpy array with one value per row), ``finite``, ``max-params`` (the skeleton
-indexes past the 10 parameters it is given), ``deterministic``.
+indexes past the 10 parameters it is given), ``deterministic``; ``literals`` and
+``generalisation`` (a table of the public test targets rather than a law, see ``plausibility.py``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from harness.scoring.subset import subset_of, unit_indices
 from .data import SPLITS, Problem, load_csv_problem, oscillator_problem
 from .fit import FitResult, FitSettings, PublishedFitSettings, fit_parameters, fit_published, nmse
 from .lsrbench import load_lsrbench_problem
+from .plausibility import PlausibilityLimits, check_generalisation, check_source
 
 DRIVER_FILE = Path(__file__).resolve().with_name("sandbox_driver.py")
 MAGIC = b"\x00EVOBENCH-LLM-SR-PREDICTIONS\x00"  # must match sandbox_driver.MAGIC
@@ -181,6 +185,7 @@ class LlmSrScorer(Scorer):
         self.nmse_floor = float(p.get("nmse_floor", 1e-30))
         self.deterministic_rtol = float(p.get("deterministic_rtol", 1e-9))
         self.fresh_timeout_s = float(p.get("fresh_timeout_s", 60.0))
+        self.plausibility = PlausibilityLimits.from_params(p)
         if p.get("synthetic", False):
             self.problem = oscillator_problem(p)
         elif p.get("format") == "lsrbench-hdf5":
@@ -247,6 +252,7 @@ class LlmSrScorer(Scorer):
             ValueError: A validation subset of test_id is unusable (checked before the candidate runs).
         """
         id_rows = self._subset_rows()
+        check_source(candidate.source, self.plausibility)
         train = self.problem.splits["train"]
         columns = self.train_columns
         call_seconds = 0.0
@@ -274,6 +280,8 @@ class LlmSrScorer(Scorer):
         for fit, predictions in zip(fits, sets, strict=True):
             self._check_deterministic(fit, predictions["train"])
         metrics = self._metrics(sets[0], strict=True, id_rows=id_rows)
+        full_id = nmse(sets[0]["test_id"], self.problem.splits["test_id"].target)  # not a subset's
+        check_generalisation(metrics["train_nmse"], full_id, self.plausibility)
         metrics["fit_calls"] = float(fits[0].calls)
         if id_rows is not None:
             metrics["subset_size"] = float(id_rows.size)
@@ -369,6 +377,9 @@ class LlmSrScorer(Scorer):
             CandidateError: The process failed or its output is malformed.
             CandidateTimeout: The process ran out of time.
         """
+        # The fitting process and all it started must be gone first: alive, it could pass what it
+        # learnt during the fit to the fresh process (a lock, a socket, a file left open).
+        candidate.end_calls()
         workdir = Path(candidate.workdir)
         _seal_workdir(workdir)
         sub = ExchangeDir(workdir, "llm-sr", writable=False)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.envs.secret import heldout_seed
 from harness.evaluation.errors import CandidateInvalid
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
 from harness.scoring.subset import subset_of, unit_indices
@@ -171,8 +172,12 @@ class MultiEvolveScorer(Scorer):
         self.precision_weight = float(p.get("precision_weight", 0.3))
         self.top_fraction = float(p.get("top_fraction", 0.05))
         self.pearson_eps = float(p.get("pearson_eps", 1e-12))
+        self.key_id: float | None = None
         if p.get("synthetic", False):
-            self.assays = synthetic_assays(p)
+            # heldout = "secret": every landscape comes from the installation's key, so no
+            # candidate can regenerate the withheld fitness from public code and the seed.
+            seed, self.key_id = heldout_seed(p, "multi_evolve", int(p.get("seed", 0)))
+            self.assays = synthetic_assays({**p, "seed": seed})
         else:
             files = [(key, source.filename) for key, source in self.variant.data]
             if not files:
@@ -209,4 +214,6 @@ class MultiEvolveScorer(Scorer):
         )
         if subset_of(self.params) is not None:
             metrics["subset_size"] = float(len(chosen))
+        if self.key_id is not None:
+            metrics["heldout_key"] = self.key_id
         return ScoreOutcome(score=combined, metrics=metrics, candidate_seconds=seconds)

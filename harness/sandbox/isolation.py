@@ -324,7 +324,7 @@ def bwrap_prefix(
         layout.bind("--bind", str(workdir), SANDBOX_WORKDIR)
     else:
         layout.args += ["--perms", "0777", "--tmpfs", SANDBOX_WORKDIR]
-    for f in ("shim.py", "wire.py"):
+    for f in ("shim.py", "wire.py", "syscall_filter.py"):
         layout.bind("--ro-bind", str(shim_dir() / f), f"{SHIM_DIR_IN_SANDBOX}/{f}")
     args += layout.args
     args += ["--chdir", SANDBOX_WORKDIR]
@@ -355,7 +355,9 @@ def sandbox_command(
 ) -> list[str]:
     """Wrap ``argv`` for the best isolation available (see module docstring).
 
-    ``argv[0]`` may be ``{python}`` (the current interpreter) and paths may use ``{shim}``. A
+    ``argv[0]`` may be ``{python}`` (the current interpreter) and paths may use ``{shim}``. Every
+    command runs under :mod:`.syscall_filter` (no locks, inotify or keyrings shared between
+    sandboxes): the shim installs it first thing, any other command is started through it. A
     GPU variant's bubblewrap sandbox gets its worker slot's GPUs (see :mod:`.gpus`); run it with
     ``env=sandbox_env(hw, uid)``.
 
@@ -364,6 +366,8 @@ def sandbox_command(
     """
     info = detect_isolation()
     py = sys.executable
+    if argv[:3] != ["{python}", "-I", "{shim}/shim.py"]:  # the shim installs the filter itself
+        argv = ["{python}", "-I", "{shim}/syscall_filter.py", *argv]
     if info.level == "bwrap":
         shim = SHIM_DIR_IN_SANDBOX
         argv = [a.replace("{python}", py).replace("{shim}", shim) for a in argv]

@@ -340,8 +340,15 @@ class SandboxedCandidate:
             self.stdout_tail = self._conn.stdout.tail(0.2)
             self.stderr_tail = self._conn.stderr.tail(0.2)
 
-    def close(self) -> None:
-        """End the candidate: kill its processes, reap a warm zygote, delete the work directory."""
+    def end_calls(self, timeout: float = 10.0) -> None:
+        """End the call process and everything it started; return once they have all exited.
+
+        A later phase that must not meet the earlier one (LLM-SR's fresh prediction process) starts
+        after this. A later :meth:`call` starts and loads a fresh process.
+
+        Raises:
+            InfraError: If some process of the candidate is still alive after ``timeout`` seconds.
+        """
         conn = self._conn
         if conn is not None and not self._killed_sandbox:
             if conn.proc is not None:
@@ -349,12 +356,21 @@ class SandboxedCandidate:
                 kill_candidate_uid(self.uid)
             conn.sock.close()
             if self.zygote is not None:
-                self.zygote.reap()
+                self.zygote.reap()  # returns once nothing but the zygote is left in its sandbox
             self._collect_output()
         self._conn = None
-        if self._memory is not None:
-            self._memory.close()  # also kills anything that escaped the zygote's reap
-            self._memory = None
+        self._loaded = False
+        self._killed_sandbox = False
+        memory, self._memory = self._memory, None
+        if memory is None:
+            return
+        memory.close()  # also kills anything that escaped the zygote's reap
+        if memory.cgroup is not None and not memory.cgroup.wait_empty(timeout):
+            raise InfraError(f"the candidate's processes did not exit within {timeout:.0f} s of SIGKILL")
+
+    def close(self) -> None:
+        """End the candidate: kill its processes, reap a warm zygote, delete the work directory."""
+        self.end_calls()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
 

@@ -6,8 +6,9 @@ Modes:
                  (each child runs ``serve`` on a new socket passed back with SCM_RIGHTS),
                  and after each candidate kill every other process and wipe scratch space.
 
-Imports only the standard library, numpy and ``wire`` (next to this file); nothing here is
-secret, the candidate may read it.
+Imports only the standard library, numpy, ``wire`` and ``syscall_filter`` (next to this file),
+and installs the latter's seccomp filter before any candidate code runs; nothing here is secret,
+the candidate may read it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import syscall_filter  # noqa: E402
 import wire  # noqa: E402
 
 _TB_LIMIT = 4000
@@ -261,6 +263,7 @@ def zygote(
     kills leftovers (see :func:`_kill_others`) and wipes the ``scratch`` directories. ``collapse``
     moves the zygote's memory to huge pages first (pays off from the second candidate on).
     """
+    syscall_filter.install()  # before any candidate code: no locks on shared inodes (see module)
     root = os.getcwd()
     children: list[int] = []
     for d in scratch:  # a restarted zygote starts clean (its predecessor may have been killed)
@@ -341,6 +344,7 @@ def main() -> None:
     mode, fd = sys.argv[1], int(sys.argv[2])
     sock = socket.socket(fileno=fd)
     if mode == "serve":
+        syscall_filter.install()
         for name in sys.argv[3].split(",") if len(sys.argv) > 3 else []:
             if name:
                 importlib.import_module(name)

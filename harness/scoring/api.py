@@ -100,6 +100,17 @@ class CandidateRuntime(Protocol):
         """
         ...
 
+    def end_calls(self) -> None:
+        """End the process that ``call`` / ``call_driver`` use and every process it started.
+
+        Returns once all of them have exited (no lock, file or socket of theirs survives), so a
+        later phase (``run``, or a ``call`` in a fresh process) cannot meet the earlier one.
+
+        Raises:
+            InfraError: If the processes do not exit.
+        """
+        ...
+
     def run(
         self,
         argv: list[str],

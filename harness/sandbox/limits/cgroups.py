@@ -303,6 +303,15 @@ class CandidateCgroup:
                     pass
         return not left
 
+    def wait_empty(self, timeout: float) -> bool:
+        """SIGKILL until no process is left in the group(s); True when that happened within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not self.kill_all():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
     def reset_oom_baseline(self) -> None:
         """Count OOM kills from now on (a reused group keeps its kernel counter)."""
         self._oom_base = self._oom_total()

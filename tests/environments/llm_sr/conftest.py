@@ -76,6 +76,8 @@ class FakeRuntime:
         self.calls: list[tuple[Any, ...]] = []
         self.runs: list[list[str]] = []
         self.run_results: list[ExecResult] = []
+        self.ended_calls_before_run = False
+        """Whether ``end_calls`` came before any ``run`` (the fit process gone before predicting)."""
 
     @property
     def source(self) -> str:
@@ -90,6 +92,9 @@ class FakeRuntime:
 
     def transport_seconds(self, *args: Any, repeats: int = 5) -> float:
         return 0.0
+
+    def end_calls(self) -> None:
+        self.ended_calls_before_run = not self.runs
 
     def call(self, function: str, *args: Any, timeout: float | None = None) -> CallResult:
         copies = tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in args)

@@ -78,7 +78,10 @@ def wrap(variant: Variant, body: str) -> str:
 
 
 def test_honest_initial_program_is_ok(honest: EvalResult, tiny: Variant) -> None:
-    assert honest.score == pytest.approx(tiny.progress.y_init, abs=5e-4)
+    # The secret-keyed draw: within the spread measured across keys (0.71-0.81; y_init 0.7731 is
+    # the public draw's, checked in test_multi_evolve_heldout).
+    assert "heldout_key" in honest.metrics
+    assert honest.score == pytest.approx(tiny.progress.y_init, abs=0.1)
     assert honest.metrics["pearson_r"] > 0.7
     assert honest.metrics["fit_seconds"] > 0
 
@@ -131,7 +134,9 @@ def test_mutation_counts_as_predictions_get_an_honest_low_score(
     )
     result = evaluate(backend, tiny, source)
     assert result.status is Status.OK, result.reason
-    assays = synthetic_assays(tiny.scorer_params)
+    scorer = me_scorer.MultiEvolveScorer(tiny, Path("/nonexistent"))
+    scorer.prepare()  # the same installation key as the backend's workers: the same draw
+    assays = scorer.assays
     rs = [pearson_r(a.truth, a.test["num_mutations"].astype(float)) for a in assays]
     ps = [top_precision(a.truth, a.test["num_mutations"].astype(float)) for a in assays]
     expected = 0.7 * np.mean(rs) + 0.3 * np.mean(ps)

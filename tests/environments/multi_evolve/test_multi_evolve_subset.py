@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.envs.registry import default_registry
+from harness.envs.secret import key_id
 from harness.evaluation.result import EvalResult
 
 from ..subset_support import evaluate_ok, seed_drawing, subset_id
@@ -38,7 +39,10 @@ def test_tiny_variant_has_two_assays() -> None:
 def test_full_evaluation_is_unchanged(full: EvalResult) -> None:
     assert "subset_size" not in full.metrics
     assert {f"pearson_r_{i}" for i in range(N_ASSAYS)} <= set(full.metrics)
-    assert full.score == pytest.approx(0.7731, abs=5e-5)  # the manifest's y_init, measured before subsets
+    # The draw is keyed by this installation's secret (the public draw's 0.7731 is checked in
+    # test_multi_evolve_heldout); across keys the initial program measured 0.71-0.81.
+    assert full.metrics["heldout_key"] == key_id()
+    assert 0.65 < full.score < 0.9
 
 
 def test_single_assay_subsets_reproduce_the_full_per_assay_scores(
