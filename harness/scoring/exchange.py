@@ -3,13 +3,15 @@
 The trusted side creates a fresh exchange directory inside the candidate's work directory and
 keeps a file descriptor of it: everything is then opened relative to that descriptor with
 ``O_NOFOLLOW``, so a candidate that renames the directory, swaps in a symbolic link or plants a
-FIFO cannot make the trusted process (often root) read or write anything else. Arrays are read
-with ``allow_pickle=False`` under a size cap, and their dtype and shape are checked.
+FIFO cannot make the trusted process (often root) read or write anything else. Everything read
+back is decoded by :mod:`harness.scoring.decode` (declared shape x dtype checked against the
+expected spec before allocating, JSON depth-limited); a decode failure is the candidate's
+``CandidateError``. Files the scorer creates go into a directory made fresh, under an unpredictable
+name, after which no candidate process can have written there; ``writable=False`` keeps it so.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import secrets
 import stat
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.evaluation.errors import CandidateError
+from harness.scoring.decode import ArraySpec, DecodeError, decode_json, decode_npy, decode_npz
 
 
 class ExchangeDir:
@@ -39,8 +42,17 @@ class ExchangeDir:
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
 
     def write_new(self, name: str, data: bytes) -> None:
-        """Create ``name`` (it must not exist) world-readable and write ``data``."""
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=self.fd)
+        """Create ``name`` (it must not exist) world-readable and write ``data``.
+
+        Raises:
+            CandidateError: If ``name`` already exists: only a candidate process can have put it in
+                this fresh directory (write the scorer's files before any candidate code runs, or
+                into a directory made with ``writable=False``).
+        """
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=self.fd)
+        except FileExistsError:
+            raise CandidateError(f"{name} was created by the candidate before the scorer wrote it") from None
         try:
             os.fchmod(fd, 0o644)
             with os.fdopen(fd, "wb", closefd=False) as f:
@@ -72,21 +84,40 @@ class ExchangeDir:
     def read_array(self, name: str, dtype: str, shape: tuple[int | None, ...], max_bytes: int) -> np.ndarray:
         """Read a ``.npy`` array of ``dtype`` whose shape matches ``shape`` (None: any size).
 
+        The header is checked against the spec before the data are allocated.
+
         Raises:
             CandidateError: If the file is missing, malformed, or of another dtype or shape.
         """
         raw = self.read_bytes(name, max_bytes)
         try:
-            arr = np.load(io.BytesIO(raw), allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise CandidateError(f"{name} is not a valid .npy array: {e}") from e
-        if not isinstance(arr, np.ndarray) or arr.dtype != np.dtype(dtype) or arr.ndim != len(shape):
-            raise CandidateError(
-                f"{name}: expected {dtype} array of rank {len(shape)}, got {arr.dtype} {arr.shape}"
-            )
-        if any(want is not None and got != want for got, want in zip(arr.shape, shape, strict=True)):
-            raise CandidateError(f"{name}: expected shape {shape}, got {arr.shape}")
-        return arr
+            return decode_npy(raw, name, ArraySpec(dtype, shape, max_bytes))
+        except DecodeError as e:
+            raise CandidateError(str(e)) from None
+
+    def read_npz(self, name: str, specs: dict[str, ArraySpec], max_bytes: int) -> dict[str, np.ndarray]:
+        """Read a ``.npz`` archive with exactly the members of ``specs`` (inflated under caps).
+
+        Raises:
+            CandidateError: If the file is missing, over ``max_bytes`` (on disk or inflated), or malformed.
+        """
+        raw = self.read_bytes(name, max_bytes)
+        try:
+            return decode_npz(raw, name, specs, max_total_bytes=max_bytes)
+        except DecodeError as e:
+            raise CandidateError(str(e)) from None
+
+    def read_json(self, name: str, max_bytes: int, max_depth: int = 64) -> object:
+        """Read a JSON file under a size cap and a nesting limit.
+
+        Raises:
+            CandidateError: If the file is missing, over a limit, or not valid JSON.
+        """
+        raw = self.read_bytes(name, max_bytes)
+        try:
+            return decode_json(raw, name, max_bytes=max_bytes, max_depth=max_depth)
+        except DecodeError as e:
+            raise CandidateError(str(e)) from None
 
     def close(self) -> None:
         """Release the directory descriptor (the work directory itself is wiped by the worker)."""
