@@ -95,8 +95,10 @@ def _candidate(here):
 
 
 def _named(model, torch, kind):
-    """``{name: tensor}`` of every registered parameter (kind ``_parameters``) or buffer, found
-    through the modules' own dictionaries, so no method the candidate defines is called."""
+    """``{name: tensor}`` of every registered parameter (kind ``_parameters``) or buffer.
+
+    Found through the modules' own dictionaries, so no method the candidate defines is called.
+    """
     out, seen, stack = {}, set(), [("", model)]
     get = object.__getattribute__
     while stack:

@@ -5,7 +5,8 @@ returning a torch module: ``forward(items, timestamps) -> [batch, d]`` user repr
 ``item_embeddings() -> [num_items + 1, d]``):
 
 1. **Train** in a sandboxed process (``sandbox_driver.py train``) that builds the module before
-   any data exist in it and then receives, on stdin, only ``s[:-2]`` of every user: ``epochs`` epochs of sampled softmax (``samples_per_user`` random cut points per
+   any data exist in it and then receives, on stdin, only ``s[:-2]`` of every user: ``epochs``
+   epochs of sampled softmax (``samples_per_user`` random cut points per
    user and epoch, ``negatives`` uniform negatives, cosine logits over ``temperature``, AdamW).
    After each epoch it writes the validation-input representations, item embeddings and a
    checkpoint.
@@ -126,7 +127,12 @@ class KuaiRecScorer(Scorer):
         self.max_item_bytes = 128 + 4 * items * max(8 * d, 1024)
 
     def _run(
-        self, candidate: CandidateRuntime, ex: ExchangeDir, argv: list[str], stdin: bytes, what: str,
+        self,
+        candidate: CandidateRuntime,
+        ex: ExchangeDir,
+        argv: list[str],
+        stdin: bytes,
+        what: str,
         limit: float = math.inf,
     ) -> float:
         timeout = min(max(candidate.remaining(), 0.0), limit)

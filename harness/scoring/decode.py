@@ -102,7 +102,9 @@ def decode_json(data: bytes, name: str, *, max_bytes: int, max_depth: int = DEFA
         raise DecodeError(f"{name}: not valid JSON ({str(e)[:200]})") from None
 
 
-def _npy_header(f: io.BufferedIOBase | io.BytesIO | Any, name: str) -> tuple[np.dtype[Any], tuple[int, ...], bool]:
+def _npy_header(
+    f: io.BufferedIOBase | io.BytesIO | Any, name: str
+) -> tuple[np.dtype[Any], tuple[int, ...], bool]:
     """Read and check a ``.npy`` header from ``f``; return dtype, shape and Fortran order."""
     head = f.read(len(NPY_MAGIC) + 2)
     if len(head) < len(NPY_MAGIC) + 2 or head[: len(NPY_MAGIC)] != NPY_MAGIC:
@@ -133,7 +135,11 @@ def _npy_header(f: io.BufferedIOBase | io.BytesIO | Any, name: str) -> tuple[np.
         raise DecodeError(f"{name}: dtype {descr!r} is not allowed (real little-endian numbers only)")
     if not isinstance(fortran, bool):
         raise DecodeError(f"{name}: fortran_order must be a bool")
-    if not isinstance(shape, tuple) or len(shape) > 32 or any(type(d) is not int or not 0 <= d <= MAX_DIM for d in shape):
+    if (
+        not isinstance(shape, tuple)
+        or len(shape) > 32
+        or any(type(d) is not int or not 0 <= d <= MAX_DIM for d in shape)
+    ):
         raise DecodeError(f"{name}: bad .npy shape {str(shape)[:100]}")
     return np.dtype(descr), shape, fortran
 
@@ -161,7 +167,19 @@ def _npy_from(f: Any, name: str, spec: ArraySpec) -> np.ndarray:
     if f.read(1):
         raise DecodeError(f"{name}: trailing bytes after the .npy data")
     arr = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
-    return np.ascontiguousarray(arr).astype(dtype.newbyteorder("="), copy=False)
+    return arr.astype(dtype.newbyteorder("="), order="C", copy=True)  # writable, native, C order
+
+
+def read_npy(f: Any, name: str, spec: ArraySpec) -> np.ndarray:
+    """Decode a ``.npy`` stream from a binary file object, reading no data before the header passed.
+
+    Only the header (at most ``MAX_NPY_HEADER`` bytes) and then exactly the array's declared size
+    are read, so memory stays within the spec's cap whatever the file's size.
+
+    Raises:
+        DecodeError: As :func:`decode_npy`.
+    """
+    return _npy_from(f, name, spec)
 
 
 def decode_npy(data: bytes, name: str, spec: ArraySpec) -> np.ndarray:
@@ -199,7 +217,9 @@ class _CappedReader(io.RawIOBase):
         return bytes(chunk)
 
 
-def decode_npz(data: bytes, name: str, specs: dict[str, ArraySpec], *, max_total_bytes: int) -> dict[str, np.ndarray]:
+def decode_npz(
+    data: bytes, name: str, specs: dict[str, ArraySpec], *, max_total_bytes: int
+) -> dict[str, np.ndarray]:
     """Decode a candidate-made ``.npz`` archive holding exactly the members of ``specs``.
 
     Each member's declared uncompressed size and the total are checked first; each is then inflated
@@ -232,7 +252,9 @@ def decode_npz(data: bytes, name: str, specs: dict[str, ArraySpec], *, max_total
             raise DecodeError(f"{name}: members {sorted(members)[:10]}, expected {want}")
         total = sum(i.file_size for i in infos)
         if total > max_total_bytes:
-            raise DecodeError(f"{name}: declares {total} uncompressed bytes, over the {max_total_bytes}-byte cap")
+            raise DecodeError(
+                f"{name}: declares {total} uncompressed bytes, over the {max_total_bytes}-byte cap"
+            )
         out: dict[str, np.ndarray] = {}
         for info in infos:
             key = info.filename[: -len(".npy")]
@@ -244,7 +266,15 @@ def decode_npz(data: bytes, name: str, specs: dict[str, ArraySpec], *, max_total
                     out[key] = _npy_from(_CappedReader(raw, cap, member), member, spec)
             except DecodeError:
                 raise
-            except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, NotImplementedError,
-                    RuntimeError, struct.error) as e:
+            except (
+                zipfile.BadZipFile,
+                zlib.error,
+                OSError,
+                ValueError,
+                EOFError,
+                NotImplementedError,
+                RuntimeError,
+                struct.error,
+            ) as e:
                 raise DecodeError(f"{member}: cannot be inflated ({str(e)[:200]})") from None
         return out

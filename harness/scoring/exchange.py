@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.evaluation.errors import CandidateError
-from harness.scoring.decode import ArraySpec, DecodeError, decode_json, decode_npy, decode_npz
+from harness.scoring.decode import MAX_NPY_HEADER, ArraySpec, DecodeError, decode_json, decode_npz, read_npy
 
 
 class ExchangeDir:
@@ -60,11 +60,11 @@ class ExchangeDir:
         finally:
             os.close(fd)
 
-    def read_bytes(self, name: str, max_bytes: int) -> bytes:
-        """Read a regular file the sandbox wrote.
+    def _open(self, name: str, max_bytes: int) -> int:
+        """Open a regular file the sandbox wrote, no bigger than ``max_bytes``; return its descriptor.
 
         Raises:
-            CandidateError: If it is missing, not a regular file, or larger than ``max_bytes``.
+            CandidateError: If it is missing, not a regular file, or too large.
         """
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.fd)
@@ -76,24 +76,34 @@ class ExchangeDir:
                 raise CandidateError(f"{name} is not a regular file")
             if st.st_size > max_bytes:
                 raise CandidateError(f"{name} is {st.st_size} bytes, over the {max_bytes}-byte cap")
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                return f.read(max_bytes + 1)[:max_bytes]
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        return fd
+
+    def read_bytes(self, name: str, max_bytes: int) -> bytes:
+        """Read a regular file the sandbox wrote.
+
+        Raises:
+            CandidateError: If it is missing, not a regular file, or larger than ``max_bytes``.
+        """
+        with os.fdopen(self._open(name, max_bytes), "rb") as f:
+            return f.read(max_bytes + 1)[:max_bytes]
 
     def read_array(self, name: str, dtype: str, shape: tuple[int | None, ...], max_bytes: int) -> np.ndarray:
         """Read a ``.npy`` array of ``dtype`` whose shape matches ``shape`` (None: any size).
 
-        The header is checked against the spec before the data are allocated.
+        The header is read and checked against the spec first; then exactly the declared data are
+        read (the file is streamed, never held whole), so memory stays within ``max_bytes``.
 
         Raises:
             CandidateError: If the file is missing, malformed, or of another dtype or shape.
         """
-        raw = self.read_bytes(name, max_bytes)
-        try:
-            return decode_npy(raw, name, ArraySpec(dtype, shape, max_bytes))
-        except DecodeError as e:
-            raise CandidateError(str(e)) from None
+        with os.fdopen(self._open(name, max_bytes + MAX_NPY_HEADER + 16), "rb") as f:
+            try:
+                return read_npy(f, name, ArraySpec(dtype, shape, max_bytes))
+            except DecodeError as e:
+                raise CandidateError(str(e)) from None
 
     def read_npz(self, name: str, specs: dict[str, ArraySpec], max_bytes: int) -> dict[str, np.ndarray]:
         """Read a ``.npz`` archive with exactly the members of ``specs`` (inflated under caps).

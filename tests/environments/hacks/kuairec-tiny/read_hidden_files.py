@@ -14,7 +14,11 @@ assert os.path.exists(os.path.join(HERE, "candidate.py")), "probe broken: cannot
 FOUND = []
 ROOTS = [*site.getsitepackages(), "/work", "/root", "/home", "/opt", "/tmp", "/var/cache"]
 # Data reach the driver on stdin after the module is built: no data file exists anywhere.
-PATTERNS = [os.path.join(HERE, "*target*"), os.path.join(HERE, "..", "*", "*.npz"), "/root/.cache/evobench/**"]
+PATTERNS = [
+    os.path.join(HERE, "*target*"),
+    os.path.join(HERE, "..", "*", "*.npz"),
+    "/root/.cache/evobench/**",
+]
 for root in ROOTS:
     PATTERNS += [f"{root}/**/environments/kuairec/*.py", f"{root}/**/harness/scoring/*.py"]
     PATTERNS += [f"{root}/**/sequences-*.npz", f"{root}/**/KuaiRec*", f"{root}/**/evobench/data/**"]
