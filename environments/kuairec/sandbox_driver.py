@@ -3,7 +3,7 @@
 ``python -I -B <dir>/sandbox_driver.py train OUT`` and ``... test OUT`` read everything from stdin,
 as length-prefixed frames (8-byte little-endian length, then the bytes): first the protocol
 parameters (JSON), and only *after* the candidate's module is built, the data (``.npz``; in
-``test``: the checkpoint, the validation histories, then the test histories). So no data exist in
+``test``: the validation histories, then the test histories). So no data exist in
 this process while the candidate's module code and ``build_recommender`` run, and no data file is
 ever on disk where the candidate could read it. Outputs go to the directory ``OUT``, which the
 trusted side created fresh just before this process started.
@@ -51,19 +51,19 @@ class _Stdin:
     """Length-prefixed frames on fd 0, read with references taken before any candidate code ran."""
 
     def __init__(self):
-        self.read, self.fstat = os.read, os.fstat
+        self.readv, self.fstat = os.readv, os.fstat
         st = self.fstat(0)
         self.identity = (st.st_dev, st.st_ino)
 
     def _exact(self, n):
-        parts, left = [], n
-        while left:
-            chunk = self.read(0, min(left, 1 << 20))
-            if not chunk:
+        buf = bytearray(n)  # filled in place: no second copy of a large frame
+        view, pos = memoryview(buf), 0
+        while pos < n:
+            got = self.readv(0, [view[pos : pos + (1 << 24)]])
+            if not got:
                 break
-            parts.append(chunk)
-            left -= len(chunk)
-        return b"".join(parts)
+            pos += got
+        return buf if pos == n else buf[:pos]
 
     def frame(self, what, cap):
         st = self.fstat(0)
@@ -301,8 +301,8 @@ def test(here, out, p, torch, stdin):
     """Load the validated checkpoint with the trusted loader; represent test, then validation histories."""
     shape = p["data_shape"]
     _, model, device, guarded = _build(here, p, torch, stdin, shape["num_items"], shape["num_users"])
-    blob = stdin.frame("checkpoint", p["checkpoint_bytes"])
-    state = torch.load(io.BytesIO(blob), map_location=device, weights_only=True)
+    # The validated checkpoint, copied by the scorer into this read-only directory after training.
+    state = torch.load(os.path.join(here, "checkpoint.pt"), map_location=device, weights_only=True)
     mine = {**_named(model, torch, "_buffers"), **_named(model, torch, "_parameters")}
     if not isinstance(state, dict) or set(state) != set(mine):
         _rule("'protocol': the module's parameters and buffers differ from the validated checkpoint's")

@@ -13,11 +13,11 @@ returning a torch module: ``forward(items, timestamps) -> [batch, d]`` user repr
 2. **Select** the epoch with the best validation combined score (target ``s[-2]``), computed
    here; the earliest wins ties. The test target was never used for anything.
 3. **Test** in a fresh sandboxed process (``sandbox_driver.py test``) that builds the module,
-   assigns the chosen checkpoint's tensors (read here, under a cap, and handed over on stdin) with
-   the driver's own loader, and represents the test histories ``s[:-1]`` and again the validation
-   histories; metrics on ``s[-1]`` (``metrics.py``). The validation metric re-derived there must
-   match the training phase's within ``val_match_tol`` (rule ``protocol``): the tested model is the
-   validated one. The test run is bounded by ``test_timeout_s``.
+   assigns the chosen checkpoint's tensors (copied here, under a cap, into a fresh directory the
+   sandbox user cannot write) with the driver's own loader, and represents the test histories
+   ``s[:-1]`` and again the validation histories; metrics on ``s[-1]`` (``metrics.py``). The
+   validation metric re-derived there must match the training phase's within ``val_match_tol``
+   (rule ``protocol``): the tested model is the validated one. ``test_timeout_s`` bounds the run.
 
 Files: the scorer's own (candidate source, driver) go into a fresh directory the sandbox user cannot
 write; each phase's outputs into a fresh, unpredictably named directory created just before that
@@ -109,22 +109,22 @@ class KuaiRecScorer(Scorer):
         self.train_npz = _npz(self.split.train)
         self.test_npz = _npz(self.split.test_history)
         shape = {"num_items": self.split.train.num_items, "num_users": self.split.train.num_users}
-        self.checkpoint_bytes = int(p.get("max_checkpoint_mb", 256)) << 20
+        self.checkpoint_bytes = int(p.get("max_checkpoint_mb", 1024)) << 20
         self.protocol = {
             **{k: p[k] for k in PROTOCOL_KEYS},
             "device": self.device.device,
             "data_shape": shape,
             "data_bytes": max(len(self.train_npz), len(self.test_npz)),
-            "checkpoint_bytes": self.checkpoint_bytes,
         }
         self.val_match_tol = float(p.get("val_match_tol", 1e-3))
         self.test_timeout_s = float(p.get("test_timeout_s", 600.0))
         self.driver_source = DRIVER_FILE.read_bytes()
         d = int(p["embedding_dim"])
         users, items = self.split.train.num_users, self.split.train.num_items + 1
-        # Generous caps: a representation may be wider than embedding_dim, but not unboundedly.
-        self.max_rep_bytes = 128 + 4 * users * max(8 * d, 1024)
-        self.max_item_bytes = 128 + 4 * items * max(8 * d, 1024)
+        # A representation may be wider than embedding_dim, up to 4x: this also bounds what a
+        # hostile reply can make the trusted side allocate to a small multiple of an honest one.
+        self.max_rep_bytes = 4 * users * 4 * d
+        self.max_item_bytes = 4 * items * 4 * d
 
     def _run(
         self,
@@ -196,13 +196,14 @@ class KuaiRecScorer(Scorer):
                 m = ranking_metrics(ranks(reps, emb, s.train.offsets, s.train.items, s.val_target))
                 if m["combined"] > best_val:
                     best_epoch, best_val, val_metrics = epoch, m["combined"], m
-            ckpt = train_out.read_bytes(f"ckpt_{best_epoch}.pt", self.checkpoint_bytes)
             # Made now, after every training process is gone: nothing can be planted in them (a fresh
-            # copy of the code too, in case the sandbox user could write the first one).
+            # copy of the code too, in case the sandbox user could write the first one). The chosen
+            # checkpoint is copied in, streamed (the scorer never holds it).
             code = self._code_dir(candidate, workdir, dirs)
+            train_out.copy_to(f"ckpt_{best_epoch}.pt", code, "checkpoint.pt", self.checkpoint_bytes)
             test_out = ExchangeDir(workdir, "kuairec-test")
             dirs.append(test_out)
-            stdin = _frame(ckpt) + _frame(self.train_npz) + _frame(self.test_npz)
+            stdin = _frame(self.train_npz) + _frame(self.test_npz)
             test_seconds = self._run(
                 candidate, code, ["test", test_out.name], stdin, "test inference", self.test_timeout_s
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -89,6 +90,24 @@ class ExchangeDir:
         """
         with os.fdopen(self._open(name, max_bytes), "rb") as f:
             return f.read(max_bytes + 1)[:max_bytes]
+
+    def copy_to(self, name: str, dest: ExchangeDir, dest_name: str, max_bytes: int) -> None:
+        """Copy a file the sandbox wrote into ``dest`` (a fresh name), streamed: O(1) trusted memory.
+
+        Raises:
+            CandidateError: If the source is missing, not a regular file, or over ``max_bytes``, or
+                ``dest_name`` already exists in ``dest``.
+        """
+        with os.fdopen(self._open(name, max_bytes), "rb") as src:
+            try:
+                fd = os.open(
+                    dest_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dest.fd
+                )
+            except FileExistsError:
+                raise CandidateError(f"{dest_name} was created by the candidate before the scorer") from None
+            with os.fdopen(fd, "wb") as out:
+                os.fchmod(fd, 0o644)
+                shutil.copyfileobj(src, out, 1 << 20)
 
     def read_array(self, name: str, dtype: str, shape: tuple[int | None, ...], max_bytes: int) -> np.ndarray:
         """Read a ``.npy`` array of ``dtype`` whose shape matches ``shape`` (None: any size).

@@ -3,7 +3,9 @@
 # expect: no-gain
 # base: initial-program
 import os
+import sys
 
+FRESH = os.path.basename(sys.argv[0]) == "sandbox_driver.py"  # the later, read-only phase
 PLANTED = 0
 for name in ("inputs.npz", "candidate.py", "sandbox_driver.py", "params.json"):
     try:
@@ -19,4 +21,4 @@ for suffix in ("0" * 16, "f" * 16):
             PLANTED += 1
         except OSError:
             pass
-assert PLANTED, "probe broken: could not plant anything in the work directory"
+assert PLANTED or FRESH, "probe broken: could not plant anything in the work directory"
