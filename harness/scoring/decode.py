@@ -110,14 +110,13 @@ def _npy_header(
     if len(head) < len(NPY_MAGIC) + 2 or head[: len(NPY_MAGIC)] != NPY_MAGIC:
         raise DecodeError(f"{name}: not a .npy array (bad magic)")
     major = head[len(NPY_MAGIC)]
-    if major == 1:
-        raw_len = f.read(2)
-        hlen = struct.unpack("<H", raw_len)[0] if len(raw_len) == 2 else -1
-    elif major in (2, 3):
-        raw_len = f.read(4)
-        hlen = struct.unpack("<I", raw_len)[0] if len(raw_len) == 4 else -1
-    else:
+    if major not in (1, 2, 3):
         raise DecodeError(f"{name}: unsupported .npy format version {major}")
+    width = 2 if major == 1 else 4
+    raw_len = f.read(width)
+    if len(raw_len) != width:
+        raise DecodeError(f"{name}: truncated .npy header")
+    hlen = int.from_bytes(raw_len, "little")
     if not 0 <= hlen <= MAX_NPY_HEADER:
         raise DecodeError(f"{name}: .npy header length {hlen} outside [0, {MAX_NPY_HEADER}]")
     text = f.read(hlen)
