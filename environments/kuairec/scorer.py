@@ -17,7 +17,9 @@ returning a torch module: ``forward(items, timestamps) -> [batch, d]`` user repr
    sandbox user cannot write) with the driver's own loader, and represents the test histories
    ``s[:-1]`` and again the validation histories; metrics on ``s[-1]`` (``metrics.py``). The
    validation metric re-derived there must match the training phase's within ``val_match_tol``
-   (rule ``protocol``): the tested model is the validated one. ``test_timeout_s`` bounds the run.
+   (default 1e-4), and its outputs the training phase's within ``rep_match_rtol`` (relative to
+   their scale, default 1e-3; rule ``protocol``): the tested model is the validated one.
+   ``test_timeout_s`` bounds the run.
 
 Files: the scorer's own (candidate source, driver) go into a fresh directory the sandbox user cannot
 write; each phase's outputs into a fresh, unpredictably named directory created just before that
@@ -65,6 +67,14 @@ PROTOCOL_KEYS = (
     "threads",
     "allowed_hyperparameters",
 )
+
+
+def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest elementwise difference relative to the arrays' scale (inf if shapes differ)."""
+    if a.shape != b.shape:
+        return math.inf
+    scale = max(float(np.max(np.abs(b), initial=0.0)), 1e-12)
+    return float(np.max(np.abs(a - b), initial=0.0)) / scale
 
 
 def _frame(data: bytes) -> bytes:
@@ -116,7 +126,8 @@ class KuaiRecScorer(Scorer):
             "data_shape": shape,
             "data_bytes": max(len(self.train_npz), len(self.test_npz)),
         }
-        self.val_match_tol = float(p.get("val_match_tol", 1e-3))
+        self.val_match_tol = float(p.get("val_match_tol", 1e-4))
+        self.rep_match_rtol = float(p.get("rep_match_rtol", 1e-3))
         self.test_timeout_s = float(p.get("test_timeout_s", 600.0))
         self.driver_source = DRIVER_FILE.read_bytes()
         d = int(p["embedding_dim"])
@@ -190,12 +201,14 @@ class KuaiRecScorer(Scorer):
                 candidate, code, ["train", train_out.name], _frame(self.train_npz), "training"
             )
             best_epoch, best_val = 0, -math.inf
+            best_outputs: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
             val_metrics: dict[str, float] = {}
             for epoch in range(1, int(self.params["epochs"]) + 1):
                 reps, emb = self._arrays(train_out, f"val_reps_{epoch}.npy", f"items_{epoch}.npy", users)
                 m = ranking_metrics(ranks(reps, emb, s.train.offsets, s.train.items, s.val_target))
                 if m["combined"] > best_val:
                     best_epoch, best_val, val_metrics = epoch, m["combined"], m
+                    best_outputs = (reps, emb)
             # Made now, after every training process is gone: nothing can be planted in them (a fresh
             # copy of the code too, in case the sandbox user could write the first one). The chosen
             # checkpoint is copied in, streamed (the scorer never holds it).
@@ -213,10 +226,12 @@ class KuaiRecScorer(Scorer):
             )
             vreps, vemb = self._arrays(test_out, "val_reps.npy", "val_items.npy", users)
             again = ranking_metrics(ranks(vreps, vemb, s.train.offsets, s.train.items, s.val_target))
-            if not abs(again["combined"] - best_val) <= self.val_match_tol:
+            drift = max(_rel_diff(vreps, best_outputs[0]), _rel_diff(vemb, best_outputs[1]))
+            if not (abs(again["combined"] - best_val) <= self.val_match_tol and drift <= self.rep_match_rtol):
                 raise CandidateInvalid(
-                    f"rule 'protocol': the tested model's validation score {again['combined']:.6f} differs "
-                    f"from the validated checkpoint's {best_val:.6f} (tolerance {self.val_match_tol}): "
+                    f"rule 'protocol': the tested model's validation score {again['combined']:.6f} and "
+                    f"outputs (relative difference {drift:.3g}) differ from the validated checkpoint's "
+                    f"{best_val:.6f} (tolerances {self.val_match_tol}, {self.rep_match_rtol}): "
                     "the model tested must be exactly the one trained and validated"
                 )
         finally:
