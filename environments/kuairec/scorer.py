@@ -119,7 +119,7 @@ class KuaiRecScorer(Scorer):
         self.train_npz = _npz(self.split.train)
         self.test_npz = _npz(self.split.test_history)
         shape = {"num_items": self.split.train.num_items, "num_users": self.split.train.num_users}
-        self.checkpoint_bytes = int(p.get("max_checkpoint_mb", 1024)) << 20
+        self.checkpoint_bytes = int(p.get("max_checkpoint_mb", 256)) << 20
         self.protocol = {
             **{k: p[k] for k in PROTOCOL_KEYS},
             "device": self.device.device,
