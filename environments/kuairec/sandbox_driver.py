@@ -1,23 +1,38 @@
 """Runs INSIDE the sandbox: the fixed training protocol, or the final inference, of one candidate.
 
-``python -I -B <dir>/sandbox_driver.py train`` trains the candidate's module on the training
-histories (``inputs.npz``: ``s[:-2]`` of every user, never a validation or test target) with the
-manifest's sampled-softmax protocol, and after every epoch writes the validation-input user
-representations, the item embeddings and a checkpoint into ``<dir>``. The trusted scorer picks
-the epoch by validation metrics it computes itself, then runs
-``python -I -B <dir>/sandbox_driver.py test EPOCH`` in a fresh process, which loads that
-checkpoint and writes representations of the test histories (``test_inputs.npz``: ``s[:-1]``).
+``python -I -B <dir>/sandbox_driver.py train OUT`` and ``... test OUT`` read everything from stdin,
+as length-prefixed frames (8-byte little-endian length, then the bytes): first the protocol
+parameters (JSON), and only *after* the candidate's module is built, the data (``.npz``; in
+``test``: the validation histories, then the test histories). So no data exist in
+this process while the candidate's module code and ``build_recommender`` run, and no data file is
+ever on disk where the candidate could read it. Outputs go to the directory ``OUT``, which the
+trusted side created fresh just before this process started.
 
-Nothing here is secret. The candidate can read and patch this code; that gains it nothing beyond
-spending its own time budget differently: this process never holds a target the scorer checks.
+``train``: ``epochs`` epochs of sampled softmax; after each, the validation-input representations,
+the item embeddings and a checkpoint (saved with this file's own traversal of the module, not the
+candidate's ``state_dict``). ``test``: in a fresh process, the module is built, the chosen
+checkpoint is assigned tensor by tensor into its parameters and buffers (not through
+``load_state_dict``, which the candidate could override), every submodule is put in eval mode, and
+under ``torch.no_grad()`` the test histories and then the validation histories are represented;
+the trusted scorer re-derives the validation metric from the latter and requires it to match the
+training phase's, and this driver checks that the weights still equal the checkpoint afterwards.
+
+What this process checks (rule ``protocol``; the candidate's code runs here too, so these are
+detections a candidate that rewrites this driver in its own process could evade; the scorer's
+re-derivation in a fresh process is the check it cannot): the data stream was not read before it
+was handed over; torch's optimiser, loss and autograd entry points are the ones present before the
+candidate was imported; parameters change only in the optimiser's step; the optimiser's learning
+rate and weight decay stay as declared.
 
 Exit codes: 0 success, 3 a task rule is broken (message on stderr), 4 the scorer asked for CUDA
 and this sandbox has none (never a silent CPU run), anything else an error.
 """
 
 import importlib.util
+import io
 import json
 import os
+import struct
 import sys
 import time
 
@@ -25,6 +40,7 @@ import numpy as np
 
 RULE_EXIT = 3
 NO_CUDA_EXIT = 4
+MAX_PARAMS_FRAME = 1 << 20
 
 
 def _rule(msg):
@@ -44,9 +60,41 @@ def _device(p, torch):
     return "cuda"
 
 
-def _load(here, name):
-    with np.load(os.path.join(here, name), allow_pickle=False) as z:
-        return z["items"], z["times"], z["offsets"], int(z["num_items"])
+class _Stdin:
+    """Length-prefixed frames on fd 0, read with references taken before any candidate code ran."""
+
+    def __init__(self):
+        self.readv, self.fstat = os.readv, os.fstat
+        st = self.fstat(0)
+        self.identity = (st.st_dev, st.st_ino)
+
+    def _exact(self, n):
+        buf = bytearray(n)  # filled in place: no second copy of a large frame
+        view, pos = memoryview(buf), 0
+        while pos < n:
+            got = self.readv(0, [view[pos : pos + (1 << 24)]])
+            if not got:
+                break
+            pos += got
+        return buf if pos == n else buf[:pos]
+
+    def frame(self, what, cap):
+        st = self.fstat(0)
+        if (st.st_dev, st.st_ino) != self.identity:
+            _rule(f"'protocol': the input stream was replaced before the driver read the {what}")
+        head = self._exact(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        if not 0 <= n <= cap:
+            _rule(f"'protocol': the {what} frame is missing or damaged: the candidate read the input stream")
+        data = self._exact(n)
+        if len(data) != n:
+            _rule(f"'protocol': the {what} frame is truncated: the candidate read the input stream")
+        return data
+
+
+def _arrays(blob, prefix=""):
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        return (z[prefix + "items"], z[prefix + "times"], z[prefix + "offsets"], int(z[prefix + "num_items"]))
 
 
 def _candidate(here):
@@ -57,6 +105,75 @@ def _candidate(here):
     if not callable(getattr(module, "build_recommender", None)):
         raise AttributeError("the candidate has no function 'build_recommender'")
     return module
+
+
+def _named(model, torch, kind):
+    """``{name: tensor}`` of every registered parameter (kind ``_parameters``) or buffer.
+
+    Found through the modules' own dictionaries, so no method the candidate defines is called.
+    """
+    out, seen, stack = {}, set(), [("", model)]
+    get = object.__getattribute__
+    while stack:
+        prefix, m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        for name, t in get(m, kind).items():
+            if t is not None and torch.is_tensor(t):
+                out.setdefault(prefix + name, t)
+        for name, child in get(m, "_modules").items():
+            if child is not None:
+                stack.append((prefix + name + ".", child))
+    return out
+
+
+def _state(model, torch):
+    """The checkpoint: every parameter and buffer, detached copies on the CPU."""
+    both = {**_named(model, torch, "_buffers"), **_named(model, torch, "_parameters")}
+    return {k: v.detach().to("cpu").clone() for k, v in both.items()}
+
+
+def _modules(model):
+    out, stack, get = [], [model], object.__getattribute__
+    while stack:
+        m = stack.pop()
+        if any(m is o for o in out):
+            continue
+        out.append(m)
+        stack.extend(c for c in get(m, "_modules").values() if c is not None)
+    return out
+
+
+def _set_mode(model, training):
+    for m in _modules(model):
+        object.__setattr__(m, "training", training)
+
+
+def _guarded(torch):
+    """Entry points of torch the protocol relies on; a candidate replacing one breaks the protocol."""
+    F = torch.nn.functional
+    return {
+        "torch.optim.AdamW.step": torch.optim.AdamW.step,
+        "torch.optim.AdamW.__init__": torch.optim.AdamW.__init__,
+        "torch.optim.Optimizer.zero_grad": torch.optim.Optimizer.zero_grad,
+        "torch.Tensor.backward": torch.Tensor.backward,
+        "torch.autograd.backward": torch.autograd.backward,
+        "torch.nn.functional.cross_entropy": F.cross_entropy,
+        "torch.nn.functional.normalize": F.normalize,
+        "torch.einsum": torch.einsum,
+        "torch.no_grad": torch.no_grad,
+        "torch.load": torch.load,
+        "torch.save": torch.save,
+        "torch.manual_seed": torch.manual_seed,
+    }
+
+
+def _check_guarded(torch, before, when):
+    now = _guarded(torch)
+    for name, ref in before.items():
+        if now[name] is not ref:
+            _rule(f"'protocol': the candidate replaced {name} ({when})")
 
 
 def _hyperparameters(module, p):
@@ -117,28 +234,50 @@ def _save(path, arr):
     np.save(path, np.ascontiguousarray(arr, dtype=np.float32), allow_pickle=False)
 
 
-def train(here, p, torch):
-    """The fixed protocol: epochs of sampled softmax; per epoch, validation outputs and a checkpoint."""
+def _build(here, p, torch, stdin, num_items, num_users):
+    """Import the candidate and build its module; no data exist in this process yet."""
+    # torch wraps Optimizer.step once, at the first optimiser's creation: let it do so now.
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
     device = _device(p, torch)  # before any candidate code runs
-    items, times, offsets, num_items = _load(here, "inputs.npz")
+    guarded = _guarded(torch)
     module = _candidate(here)
-    hp = _hyperparameters(module, p)
     torch.manual_seed(p["seed"])
-    rng = np.random.default_rng(p["seed"])
-    context = {"num_users": int(offsets.shape[0] - 1), "epochs": p["epochs"], "device": device}
+    context = {"num_users": num_users, "epochs": p["epochs"], "device": device}
     model = module.build_recommender(num_items, p["embedding_dim"], p["max_seq_len"], context)
-    model = model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
+    _check_guarded(torch, guarded, "while the module was built")
+    if not isinstance(model, torch.nn.Module):
+        _rule(f"'output': build_recommender must return a torch.nn.Module, got {type(model).__name__}")
+    return module, torch.nn.Module.to(model, device), device, guarded
+
+
+def _unchanged(params, snapshot, torch, when):
+    for name, t in params.items():
+        if not torch.equal(t.detach(), snapshot[name]):
+            _rule(f"'protocol': parameter {name} changed outside the optimiser's step ({when})")
+
+
+def train(here, out, p, torch, stdin):
+    """The fixed protocol: epochs of sampled softmax; per epoch, validation outputs and a checkpoint."""
+    shape = p["data_shape"]
+    module, model, device, guarded = _build(here, p, torch, stdin, shape["num_items"], shape["num_users"])
+    hp = _hyperparameters(module, p)
+    items, times, offsets, num_items = _arrays(stdin.frame("training data", p["data_bytes"]))
+    rng = np.random.default_rng(p["seed"])
+    params = _named(model, torch, "_parameters")
+    unique = list({id(v): v for v in params.values()}.values())  # tied weights once
+    opt = torch.optim.AdamW(unique, lr=hp["lr"], weight_decay=hp["weight_decay"])
+    declared = [(hp["lr"], hp["weight_decay"])]
     lengths = np.diff(offsets)
     trainable = np.flatnonzero(lengths >= 2)
     t0 = time.perf_counter()
     for epoch in range(1, p["epochs"] + 1):
-        model.train()
+        _set_mode(model, True)
         users = np.repeat(trainable, p["samples_per_user"])
         # A cut c in [1, L-1]: history s[:c] predicts s[c].
         cuts = (rng.random(users.shape[0]) * (lengths[users] - 1)).astype(np.int64) + 1
         order = rng.permutation(users.shape[0])
         users, cuts = users[order], cuts[order]
+        snapshot = {k: v.detach().clone() for k, v in params.items()}
         for a in range(0, users.shape[0], p["batch_size"]):
             u, c = users[a : a + p["batch_size"]], cuts[a : a + p["batch_size"]]
             x, t = _batch(items, times, offsets, u, c, p["max_seq_len"], torch, device)
@@ -154,45 +293,68 @@ def train(here, p, torch):
             loss = torch.nn.functional.cross_entropy(logits, first)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            # Weights move only here, at the declared rate (checked before every step).
+            _unchanged(params, snapshot, torch, f"epoch {epoch}")
+            if [(g["lr"], g["weight_decay"]) for g in opt.param_groups] != declared:
+                _rule("'protocol': the optimiser's learning rate or weight decay was changed")
             opt.step()
-        model.eval()
+            snapshot = {k: v.detach().clone() for k, v in params.items()}
+        _check_guarded(torch, guarded, f"during epoch {epoch}")
+        _set_mode(model, False)
         reps, emb = _represent(model, items, times, offsets, p["max_seq_len"], p["batch_size"], torch, device)
-        _save(os.path.join(here, f"val_reps_{epoch}.npy"), reps)
-        _save(os.path.join(here, f"items_{epoch}.npy"), emb)
-        torch.save(model.state_dict(), os.path.join(here, f"ckpt_{epoch}.pt"))
-    with open(os.path.join(here, "train_done.json"), "w") as f:
+        _unchanged(params, snapshot, torch, f"validation pass of epoch {epoch}")
+        _save(os.path.join(out, f"val_reps_{epoch}.npy"), reps)
+        _save(os.path.join(out, f"items_{epoch}.npy"), emb)
+        torch.save(_state(model, torch), os.path.join(out, f"ckpt_{epoch}.pt"))
+    with open(os.path.join(out, "train_done.json"), "w") as f:
         json.dump({"epochs": p["epochs"], "seconds": time.perf_counter() - t0}, f)
 
 
-def test(here, p, epoch, torch):
-    """Load the chosen epoch's checkpoint in this fresh process and represent the test histories."""
-    device = _device(p, torch)
-    items, times, offsets, num_items = _load(here, "test_inputs.npz")
-    module = _candidate(here)
-    torch.manual_seed(p["seed"])
-    context = {"num_users": int(offsets.shape[0] - 1), "epochs": p["epochs"], "device": device}
-    model = module.build_recommender(num_items, p["embedding_dim"], p["max_seq_len"], context).to(device)
-    state = torch.load(os.path.join(here, f"ckpt_{epoch}.pt"), map_location=device, weights_only=True)
-    model.load_state_dict(state)
-    model.eval()
-    reps, emb = _represent(model, items, times, offsets, p["max_seq_len"], p["batch_size"], torch, device)
-    _save(os.path.join(here, "test_reps.npy"), reps)
-    _save(os.path.join(here, "test_items.npy"), emb)
+def test(here, out, p, torch, stdin):
+    """Load the validated checkpoint with the trusted loader; represent test, then validation histories."""
+    shape = p["data_shape"]
+    _, model, device, guarded = _build(here, p, torch, stdin, shape["num_items"], shape["num_users"])
+    # The validated checkpoint, copied by the scorer into this read-only directory after training.
+    state = torch.load(os.path.join(here, "checkpoint.pt"), map_location=device, weights_only=True)
+    mine = {**_named(model, torch, "_buffers"), **_named(model, torch, "_parameters")}
+    if not isinstance(state, dict) or set(state) != set(mine):
+        _rule("'protocol': the module's parameters and buffers differ from the validated checkpoint's")
+    with torch.no_grad():
+        for name, t in mine.items():
+            src = state[name]
+            if not torch.is_tensor(src) or src.shape != t.shape or src.dtype != t.dtype:
+                _rule(f"'protocol': {name} does not match the validated checkpoint's tensor")
+            t.copy_(src)
+    _set_mode(model, False)
+    val = _arrays(stdin.frame("validation histories", p["data_bytes"]))
+    test_data = _arrays(stdin.frame("test histories", p["data_bytes"]))
+    with torch.no_grad():
+        reps, emb = _represent(model, *test_data[:3], p["max_seq_len"], p["batch_size"], torch, device)
+        val_reps, val_emb = _represent(model, *val[:3], p["max_seq_len"], p["batch_size"], torch, device)
+    _check_guarded(torch, guarded, "during inference")
+    for name, t in mine.items():
+        if not torch.equal(t.detach(), state[name]):
+            _rule(f"'protocol': {name} changed during inference (the tested model must be the validated one)")
+    _save(os.path.join(out, "test_reps.npy"), reps)
+    _save(os.path.join(out, "test_items.npy"), emb)
+    _save(os.path.join(out, "val_reps.npy"), val_reps)
+    _save(os.path.join(out, "val_items.npy"), val_emb)
 
 
 def main():
-    """``train`` or ``test EPOCH`` (see the module docstring)."""
+    """``train OUT`` or ``test OUT`` (see the module docstring)."""
     sys.dont_write_bytecode = True
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "params.json")) as f:
-        p = json.load(f)
+    stdin = _Stdin()
+    p = json.loads(stdin.frame("parameters", MAX_PARAMS_FRAME))
     import torch
 
     torch.set_num_threads(max(1, int(p.get("threads", 1))))
+    out = sys.argv[2]
     if sys.argv[1] == "train":
-        train(here, p, torch)
+        train(here, out, p, torch, stdin)
     else:
-        test(here, p, int(sys.argv[2]), torch)
+        test(here, out, p, torch, stdin)
     sys.stdout.flush()
     os._exit(0)
 

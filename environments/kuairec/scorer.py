@@ -4,18 +4,30 @@ Protocol for one candidate (``build_recommender(num_items, embedding_dim, max_se
 returning a torch module: ``forward(items, timestamps) -> [batch, d]`` user representations and
 ``item_embeddings() -> [num_items + 1, d]``):
 
-1. **Train** in a sandboxed process (``sandbox_driver.py train``) that receives only ``s[:-2]`` of
-   every user: ``epochs`` epochs of sampled softmax (``samples_per_user`` random cut points per
+1. **Train** in a sandboxed process (``sandbox_driver.py train``) that builds the module before
+   any data exist in it and then receives, on stdin, only ``s[:-2]`` of every user: ``epochs``
+   epochs of sampled softmax (``samples_per_user`` random cut points per
    user and epoch, ``negatives`` uniform negatives, cosine logits over ``temperature``, AdamW).
    After each epoch it writes the validation-input representations, item embeddings and a
    checkpoint.
 2. **Select** the epoch with the best validation combined score (target ``s[-2]``), computed
    here; the earliest wins ties. The test target was never used for anything.
-3. **Test** in a fresh sandboxed process (``sandbox_driver.py test EPOCH``) that loads that
-   checkpoint and represents the test histories ``s[:-1]``; metrics on ``s[-1]`` (``metrics.py``).
+3. **Test** in a fresh sandboxed process (``sandbox_driver.py test``) that builds the module,
+   assigns the chosen checkpoint's tensors (copied here, under a cap, into a fresh directory the
+   sandbox user cannot write) with the driver's own loader, and represents the test histories
+   ``s[:-1]`` and again the validation histories; metrics on ``s[-1]`` (``metrics.py``). The
+   validation metric re-derived there must match the training phase's within ``val_match_tol``
+   (default 1e-4), and its outputs the training phase's within ``rep_match_rtol`` (relative to
+   their scale, default 1e-3; rule ``protocol``): the tested model is the validated one.
+   ``test_timeout_s`` bounds the run.
 
-Every array read back is checked (file type, size, dtype, shape, finiteness). The whole evaluation
-shares the variant's wall-clock budget; running out is a timeout.
+Files: the scorer's own (candidate source, driver) go into a fresh directory the sandbox user cannot
+write; each phase's outputs into a fresh, unpredictably named directory created just before that
+phase starts, so nothing can be planted ahead. Data never touch the disk. Every array read back is
+decoded under limits (:mod:`harness.scoring.decode`: header checked against the expected shape before
+allocating; file type, size, dtype, finiteness); any failure is the candidate's. The whole evaluation
+shares the variant's wall-clock budget; running out is a timeout. ``environments/kuairec/README.md``
+says what a process running candidate code can and cannot be held to.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +69,19 @@ PROTOCOL_KEYS = (
     "threads",
     "allowed_hyperparameters",
 )
+
+
+def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest elementwise difference relative to the arrays' scale (inf if shapes differ)."""
+    if a.shape != b.shape:
+        return math.inf
+    scale = max(float(np.max(np.abs(b), initial=0.0)), 1e-12)
+    return float(np.max(np.abs(a - b), initial=0.0)) / scale
+
+
+def _frame(data: bytes) -> bytes:
+    """One stdin frame of the driver: 8-byte little-endian length, then the bytes."""
+    return struct.pack("<Q", len(data)) + data
 
 
 def _npz(seqs: Sequences) -> bytes:
@@ -96,21 +122,41 @@ class KuaiRecScorer(Scorer):
             (_, source), *_ = self.variant.data
             seqs = load_kuairec(self.data_dir, source.filename, expected_sha256(self.variant.family, source))
         self.split: Split = split(seqs)
-        self.protocol = {**{k: p[k] for k in PROTOCOL_KEYS}, "device": self.device.device}
         self.train_npz = _npz(self.split.train)
         self.test_npz = _npz(self.split.test_history)
+        shape = {"num_items": self.split.train.num_items, "num_users": self.split.train.num_users}
+        self.checkpoint_bytes = int(p.get("max_checkpoint_mb", 256)) << 20
+        self.protocol = {
+            **{k: p[k] for k in PROTOCOL_KEYS},
+            "device": self.device.device,
+            "data_shape": shape,
+            "data_bytes": max(len(self.train_npz), len(self.test_npz)),
+        }
+        self.val_match_tol = float(p.get("val_match_tol", 1e-4))
+        self.rep_match_rtol = float(p.get("rep_match_rtol", 1e-3))
+        self.test_timeout_s = float(p.get("test_timeout_s", 600.0))
         self.driver_source = DRIVER_FILE.read_bytes()
         d = int(p["embedding_dim"])
         users, items = self.split.train.num_users, self.split.train.num_items + 1
-        # Generous caps: a representation may be wider than embedding_dim, but not unboundedly.
-        self.max_rep_bytes = 128 + 4 * users * max(8 * d, 1024)
-        self.max_item_bytes = 128 + 4 * items * max(8 * d, 1024)
+        # A representation may be wider than embedding_dim, up to 4x: this also bounds what a
+        # hostile reply can make the trusted side allocate to a small multiple of an honest one.
+        self.max_rep_bytes = 4 * users * 4 * d
+        self.max_item_bytes = 4 * items * 4 * d
 
-    def _run(self, candidate: CandidateRuntime, ex: ExchangeDir, argv: list[str], what: str) -> float:
-        timeout = max(candidate.remaining(), 0.0)
+    def _run(
+        self,
+        candidate: CandidateRuntime,
+        ex: ExchangeDir,
+        argv: list[str],
+        stdin: bytes,
+        what: str,
+        limit: float = math.inf,
+    ) -> float:
+        timeout = min(max(candidate.remaining(), 0.0), limit)
         if timeout <= 0:
             raise CandidateTimeout(f"no time left to {what}")
-        res = candidate.run(["{python}", "-I", "-B", f"{ex.name}/sandbox_driver.py", *argv], timeout=timeout)
+        argv = ["{python}", "-I", "-B", f"{ex.name}/sandbox_driver.py", *argv]
+        res = candidate.run(argv, _frame(json.dumps(self.protocol).encode()) + stdin, timeout=timeout)
         stderr = res.stderr.decode("utf-8", errors="replace").strip()
         if res.timed_out:
             raise CandidateTimeout(f"{what} hit the {res.limit or 'wall'} limit ({timeout:.0f} s left)")
@@ -126,41 +172,82 @@ class KuaiRecScorer(Scorer):
             raise CandidateError(f"{what} failed (exit code {res.returncode}): {stderr[-_REASON_CAP:]}")
         return float(res.seconds)
 
-    def _arrays(self, ex: ExchangeDir, reps_name: str, items_name: str) -> tuple[np.ndarray, np.ndarray]:
-        users, items = self.split.train.num_users, self.split.train.num_items + 1
-        reps = ex.read_array(reps_name, "float32", (users, None), self.max_rep_bytes)
-        emb = ex.read_array(items_name, "float32", (items, reps.shape[1]), self.max_item_bytes)
+    def _arrays(
+        self, out: ExchangeDir, reps_name: str, items_name: str, users: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        items = self.split.train.num_items + 1
+        reps = out.read_array(reps_name, "float32", (users, None), self.max_rep_bytes)
+        emb = out.read_array(items_name, "float32", (items, reps.shape[1]), self.max_item_bytes)
         for name, arr in ((reps_name, reps), (items_name, emb)):
             bad = int(np.count_nonzero(~np.isfinite(arr)))
             if bad:
                 raise CandidateInvalid(f"rule 'finite': {bad} NaN or infinite values in {name}")
         return reps, emb
 
+    def _code_dir(self, candidate: CandidateRuntime, workdir: Path, dirs: list[ExchangeDir]) -> ExchangeDir:
+        code = ExchangeDir(workdir, "kuairec", writable=False)
+        dirs.append(code)
+        code.write_new("candidate.py", candidate.source.encode("utf-8"))
+        code.write_new("sandbox_driver.py", self.driver_source)
+        return code
+
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
-        """Train, select the epoch on validation, test (see module docstring)."""
+        """Train, select the epoch on validation, test (see module docstring).
+
+        Raises:
+            CandidateInvalid: A rule is broken, or the tested model's validation metric differs
+                from the validated one's (rule ``protocol``).
+            CandidateError: A phase failed, or its outputs cannot be decoded within the limits.
+            CandidateTimeout: The budget ran out.
+        """
         s = self.split
-        ex = ExchangeDir(Path(candidate.workdir), "kuairec")
+        users = s.train.num_users
+        workdir = Path(candidate.workdir)
+        dirs: list[ExchangeDir] = []
         try:
-            ex.write_new("candidate.py", candidate.source.encode("utf-8"))
-            ex.write_new("sandbox_driver.py", self.driver_source)
-            ex.write_new("params.json", json.dumps(self.protocol).encode())
-            ex.write_new("inputs.npz", self.train_npz)
-            train_seconds = self._run(candidate, ex, ["train"], "training")
+            code = self._code_dir(candidate, workdir, dirs)
+            train_out = ExchangeDir(workdir, "kuairec-train")
+            dirs.append(train_out)
+            train_seconds = self._run(
+                candidate, code, ["train", train_out.name], _frame(self.train_npz), "training"
+            )
             best_epoch, best_val = 0, -math.inf
+            best_outputs: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
             val_metrics: dict[str, float] = {}
             for epoch in range(1, int(self.params["epochs"]) + 1):
-                reps, emb = self._arrays(ex, f"val_reps_{epoch}.npy", f"items_{epoch}.npy")
+                reps, emb = self._arrays(train_out, f"val_reps_{epoch}.npy", f"items_{epoch}.npy", users)
                 m = ranking_metrics(ranks(reps, emb, s.train.offsets, s.train.items, s.val_target))
                 if m["combined"] > best_val:
                     best_epoch, best_val, val_metrics = epoch, m["combined"], m
-            ex.write_new("test_inputs.npz", self.test_npz)
-            test_seconds = self._run(candidate, ex, ["test", str(best_epoch)], "test inference")
-            reps, emb = self._arrays(ex, "test_reps.npy", "test_items.npy")
+                    best_outputs = (reps, emb)
+            # Made now, after every training process is gone: nothing can be planted in them (a fresh
+            # copy of the code too, in case the sandbox user could write the first one). The chosen
+            # checkpoint is copied in, streamed (the scorer never holds it).
+            code = self._code_dir(candidate, workdir, dirs)
+            train_out.copy_to(f"ckpt_{best_epoch}.pt", code, "checkpoint.pt", self.checkpoint_bytes)
+            test_out = ExchangeDir(workdir, "kuairec-test")
+            dirs.append(test_out)
+            stdin = _frame(self.train_npz) + _frame(self.test_npz)
+            test_seconds = self._run(
+                candidate, code, ["test", test_out.name], stdin, "test inference", self.test_timeout_s
+            )
+            reps, emb = self._arrays(test_out, "test_reps.npy", "test_items.npy", users)
             test = ranking_metrics(
                 ranks(reps, emb, s.test_history.offsets, s.test_history.items, s.test_target)
             )
+            vreps, vemb = self._arrays(test_out, "val_reps.npy", "val_items.npy", users)
+            again = ranking_metrics(ranks(vreps, vemb, s.train.offsets, s.train.items, s.val_target))
+            drift = max(_rel_diff(vreps, best_outputs[0]), _rel_diff(vemb, best_outputs[1]))
+            if not (abs(again["combined"] - best_val) <= self.val_match_tol and drift <= self.rep_match_rtol):
+                raise CandidateInvalid(
+                    f"rule 'protocol': the tested model's validation score {again['combined']:.6f} and "
+                    f"outputs (relative difference {drift:.3g}) differ from the validated checkpoint's "
+                    f"{best_val:.6f} (tolerances {self.val_match_tol}, {self.rep_match_rtol}): "
+                    "the model tested must be exactly the one trained and validated"
+                )
         finally:
-            ex.close()
+            for d in dirs:
+                d.close()
         metrics: dict[str, Any] = dict(test)
         metrics.update({f"val_{k}": v for k, v in val_metrics.items()})
         metrics.update(

@@ -4,20 +4,21 @@
 import glob
 import os
 import site
-import sys
 
 import torch
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Positive control: the training process can read its own inputs, so file probing works here.
-assert os.path.exists(os.path.join(HERE, "inputs.npz")), "probe broken: cannot see own inputs"
+# Positive control: the process can read its own source, so file probing works here.
+assert os.path.exists(os.path.join(HERE, "candidate.py")), "probe broken: cannot see own source"
 FOUND = []
 ROOTS = [*site.getsitepackages(), "/work", "/root", "/home", "/opt", "/tmp", "/var/cache"]
-PATTERNS = [os.path.join(HERE, "*target*"), "/root/.cache/evobench/**"]
-if "train" in sys.argv:
-    # Test histories end with the validation item: they must not exist while training runs.
-    PATTERNS.append(os.path.join(HERE, "test_inputs.npz"))
+# Data reach the driver on stdin after the module is built: no data file exists anywhere.
+PATTERNS = [
+    os.path.join(HERE, "*target*"),
+    os.path.join(HERE, "..", "*", "*.npz"),
+    "/root/.cache/evobench/**",
+]
 for root in ROOTS:
     PATTERNS += [f"{root}/**/environments/kuairec/*.py", f"{root}/**/harness/scoring/*.py"]
     PATTERNS += [f"{root}/**/sequences-*.npz", f"{root}/**/KuaiRec*", f"{root}/**/evobench/data/**"]
