@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from harness.scoring.api import CallResult, ExecResult
 
 from . import wire
 from .isolation import preexec, rlimits, sandbox_command, sandbox_env
+from .lifetime import tagged_tempdir
 from .limits import CandidateMemory, CgroupError
 from .process import CandidateConnection, CappedReader, Zygote, kill_candidate_uid, kill_group, launch_cold
 
@@ -62,7 +62,7 @@ class SandboxedCandidate:
         self.zygote = zygote
         self.preload = preload
         self.driver = driver
-        self._workdir = Path(tempfile.mkdtemp(prefix="evobench-cand-"))
+        self._workdir = tagged_tempdir("cand")  # owner-tagged: a killed worker's is swept
         os.chmod(self._workdir, 0o777)  # the unprivileged sandbox uid writes build outputs here
         self._conn: CandidateConnection | None = None
         self._out_cap = hw.output_kb * 1024

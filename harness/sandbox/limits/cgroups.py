@@ -186,20 +186,24 @@ def _empty_and_remove(d: Path, attempts: int = 100) -> bool:
     return False
 
 
-def sweep_stale(parent: Path) -> int:
-    """Remove groups under ``parent`` whose owning harness process is gone; returns how many."""
-    removed = 0
+def stale_groups(parent: Path) -> list[Path]:
+    """Groups under ``parent`` whose owning harness process is gone."""
     try:
         entries = list(parent.iterdir())
     except OSError:
-        return 0
+        return []
+    out: list[Path] = []
     for d in entries:
         m = _NAME.match(d.name)
-        if not m or not d.is_dir():
-            continue
-        pid, start = int(m.group(1)), int(m.group(2))
-        if _start_time(pid) == start:
-            continue  # its owner still runs
+        if m and _start_time(int(m.group(1))) != int(m.group(2)) and d.is_dir():
+            out.append(d)
+    return out
+
+
+def sweep_stale(parent: Path) -> int:
+    """Remove groups under ``parent`` whose owning harness process is gone; returns how many."""
+    removed = 0
+    for d in stale_groups(parent):
         if _empty_and_remove(d):
             removed += 1
             log.info("removed stale cgroup %s", d)
