@@ -313,6 +313,26 @@ class Zygote:
             self._ctrl.close()
         self._proc = self._ctrl = None
 
+    def killed_by_signal(self, wait: float = 0.05) -> str | None:
+        """The signal that killed the sandbox's outer process, if it was killed (None otherwise).
+
+        Only a process outside the sandbox can signal the outer process (bwrap: another PID
+        namespace and uid), so this is the host's doing, never the candidate's.
+        """
+        proc = self._proc
+        if proc is None or detect_isolation().level != "bwrap":
+            return None
+        try:
+            rc = proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return None
+        if rc >= 0:
+            return None
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return str(-rc)
+
     def discard_scratch(self) -> None:
         """Remove the scratch directory (after :meth:`stop`, when the zygote is done for good)."""
         if self._scratch is not None:
