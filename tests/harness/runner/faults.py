@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -155,3 +156,92 @@ def wait_for_run(results: Path, n: int, proc: subprocess.Popen[bytes], timeout: 
             return dirs[0]
         time.sleep(0.05)
     raise AssertionError("the run made no progress")
+
+
+@dataclass(frozen=True)
+class KillReport:
+    """One kill of a soak run and what it left."""
+
+    kind: str
+    """``process`` (``kill -9`` of bench) or ``group`` (``kill -9`` of its process group)."""
+    rows: int
+    """Journal rows when it was killed."""
+    left: Left
+    """What was left once the kill had settled (before the resume's sweep)."""
+    orphan_rss_kib: int
+    """Resident memory of the run's processes still running then."""
+
+
+@dataclass(frozen=True)
+class SoakReport:
+    """A run killed again and again, each time resumed, until it finished."""
+
+    run_dir: Path
+    """The run."""
+    kills: list[KillReport]
+    """Each kill, in order."""
+    rows: int
+    """Journal rows at the end."""
+    distinct_seqs: int
+    """Distinct evaluation numbers at the end (== rows: nothing evaluated twice)."""
+    parquet_rows: int
+    """Rows of the final Parquet snapshot."""
+    leaderboard_rows: int
+    """Rows of the run on its leaderboard."""
+    final: Left
+    """What all the run's processes together left at the end."""
+    seconds: float
+    """Wall time of the whole soak."""
+
+
+def soak(
+    root: Path, env: str, n: int, kinds: list[str], *, workers: int = 2, timeout: float = 600
+) -> SoakReport:
+    """Run ``n`` evaluations, killing the run once per entry of ``kinds`` and resuming each time.
+
+    Kills are spread evenly over the journal (kill ``i`` once it holds ``(i+1) n / (k+1)`` rows).
+
+    Raises:
+        AssertionError: If a run fails, makes no progress, or ends before a kill.
+    """
+    import pandas as pd
+
+    t0 = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    sems = semaphores_now()
+    all_procs: list[Owner] = []
+    kills: list[KillReport] = []
+    run_dir: Path | None = None
+    for i, kind in enumerate([*kinds, ""]):
+        resume = [*BENCH, "run", "--resume", str(run_dir), "--no-progress"]
+        cmd = run_cmd(env, n, workers) if run_dir is None else resume
+        proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
+        if not kind:  # the last resume runs to the end
+            _, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, err.decode(errors="replace")
+            break
+        target = (i + 1) * n // (len(kinds) + 1)
+        try:
+            run_dir = wait_for_run(root / "results", target, proc, timeout)
+            procs = descendants(proc.pid)
+        finally:
+            (os.kill if kind == "process" else os.killpg)(proc.pid, signal.SIGKILL)
+            proc.wait()
+        all_procs += procs
+        running = survivors(procs)
+        kills.append(KillReport(kind, len(journal_rows(run_dir)), leftovers(procs, sems), rss_kib(running)))
+    assert run_dir is not None
+    rows = journal_rows(run_dir)
+    info = json.loads((run_dir / "run.json").read_text())
+    lb = pd.read_parquet(Path(info["leaderboard_dir"]) / f"{info['family']}.parquet")
+    return SoakReport(
+        run_dir,
+        kills,
+        len(rows),
+        len({r["seq"] for r in rows}),
+        len(pd.read_parquet(run_dir / "candidates.parquet")),
+        int((lb["run_id"] == info["run_id"]).sum()),
+        leftovers(all_procs, sems),
+        time.monotonic() - t0,
+    )

@@ -18,6 +18,7 @@ from .faults import (
     leftovers,
     run_cmd,
     semaphores_now,
+    soak,
     survivors,
     wait_for_run,
 )
@@ -78,3 +79,14 @@ def test_sigterm_is_an_interrupt_and_leaves_nothing(tmp_path: Path) -> None:
     assert info["status"] == "interrupted" and info["n_evaluations"] == len(journal_rows(d))
     assert survivors(procs) == []
     assert leftovers(procs, sems).total == 0
+
+
+@pytest.mark.slow
+def test_soak_200_evaluations_with_kills_of_both_kinds(tmp_path: Path) -> None:
+    r = soak(tmp_path, "selftest-tiny", 200, ["process", "group", "process", "group"])
+    assert [k.kind for k in r.kills] == ["process", "group", "process", "group"]
+    assert all(k.left.processes == 0 and k.orphan_rss_kib == 0 for k in r.kills), r.kills
+    # kill -9 of the bench process alone: workers clean up after themselves, the tracker unlinks
+    assert all(k.left.total == 0 for k in r.kills if k.kind == "process"), r.kills
+    assert (r.rows, r.distinct_seqs, r.parquet_rows, r.leaderboard_rows) == (200, 200, 200, 1)
+    assert r.final.total == 0, r.final
