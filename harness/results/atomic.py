@@ -117,9 +117,11 @@ def atomic_file(path: StrPath) -> Iterator[IO[bytes]]:
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(target)  # a full disk fails the write, which names no file
         raise
     fsync_dir(parent)
 

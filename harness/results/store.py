@@ -287,6 +287,9 @@ class RunStore:
                 while view:
                     view = view[os.write(fd, view) :]
                 os.fsync(fd)
+            except OSError as e:
+                e.filename = e.filename or str(self.journal_path)  # the user must know which disk
+                raise
             finally:
                 os.close(fd)
 

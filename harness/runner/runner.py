@@ -218,10 +218,14 @@ def _close_out(
 ) -> None:
     """Write the final status (every path), flushing what it can; a finished run is completed."""
     rows = store.rows()
+    flush_error: OSError | None = None
     try:
         store.flush_parquet()
     except OSError as e:  # the journal is the source of truth; the snapshot is rebuilt on resume
-        log.warning("could not write %s: %s", store.parquet_path, describe_error(e))
+        if first is not None:
+            log.info("could not write %s: %s", store.parquet_path, describe_error(e))
+        elif status == "finished":  # never "finished" with a snapshot short of the journal
+            status, first, flush_error = "failed", e, e
     best = ctx.best.result.score if ctx.best is not None else None
     try:
         summary = json.loads(json.dumps(agent.run_summary()))
@@ -243,6 +247,8 @@ def _close_out(
     )
     if status != "finished":
         store.write_info(final, durable_fallback=True)
+        if flush_error is not None:
+            raise flush_error
         return
     # Not finished until the row is on the leaderboard or queued in the run directory.
     store.write_info(final.model_copy(update={"status": "running"}), durable_fallback=True)
