@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,30 @@ def test_sigterm_and_sighup_raise_an_interrupt_inside_the_block() -> None:
             time.sleep(5)  # interrupted long before
         assert isinstance(err.value, SignalInterrupt) and err.value.signal_name == sig.name
         assert signal.getsignal(sig) == before
+
+
+@pytest.fixture
+def readonly_dir(tmp_path: Path) -> Iterator[Path]:
+    """A read-only tmpfs (skipped where this process may not mount)."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(d)], capture_output=True
+    ).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=False)
+
+
+def test_read_only_results_dir_is_one_error_line(
+    readonly_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli.main import main
+
+    args = ["run", "--agent", "random-search", "--env", "selftest-tiny", "--max-evaluations", "2"]
+    assert main([*args, "--results-dir", str(readonly_dir / "results"), "--no-progress"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bench: error: Read-only file system")
+    assert str(readonly_dir / "results") in err[0] and "writable --results-dir" in err[0]

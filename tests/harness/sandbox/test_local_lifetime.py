@@ -45,7 +45,7 @@ def test_cold_mode_starts_no_zygote_and_a_normal_close_leaves_nothing() -> None:
     assert leftovers(procs, sems).total == 0
 
 
-@pytest.mark.skipif(detect_isolation().level != "bwrap", reason="needs bubblewrap (the outer sandbox process)")
+@pytest.mark.skipif(detect_isolation().level != "bwrap", reason="needs bubblewrap")
 def test_zygote_killed_from_outside_is_infra_error_not_the_candidates() -> None:
     v = default_registry().get("selftest-tiny")
     slow = "import time\n\ndef probe():\n    time.sleep(8)\n    return {'x': 1.0}\n"
