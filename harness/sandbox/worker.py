@@ -229,9 +229,10 @@ def init_worker(
     however the run died (``kill -9`` included); a normal exit stops them too.
     """
     global _STATE
-    # Ctrl-C and stop signals (sent to the whole group by terminals and schedulers) are the
-    # parent's to handle: it stops the run and kills workers deliberately.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    # Ctrl-C and a hang-up (sent to the whole group by a terminal) are the parent's to handle:
+    # it stops the run and kills workers deliberately. SIGTERM keeps its default: the process
+    # pool itself ends the workers of a broken pool with it, and would wait on one that ignored it.
+    for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     slot = slot_queue.get() if hasattr(slot_queue, "get") else os.getpid() % 1000
     _STATE = state = WorkerState(int(slot))
