@@ -252,7 +252,12 @@ def _close_out(
         return
     # Not finished until the row is on the leaderboard or queued in the run directory.
     store.write_info(final.model_copy(update={"status": "running"}), durable_fallback=True)
-    complete(store, final, rows, variant)
+    try:
+        complete(store, final, rows, variant)
+    except OSError as e:  # the row could not even be queued: failed (resumable), never "running"
+        failed = final.model_copy(update={"status": "failed", "error": describe_error(e)[:1000]})
+        store.write_info(failed, durable_fallback=True)
+        raise
 
 
 def open_for_resume(run_dir: Path) -> RunStore:

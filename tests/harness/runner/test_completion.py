@@ -150,3 +150,24 @@ def test_abort_whose_status_cannot_be_written_still_raises_the_first_error(
         runner.drive(store, variant=variant, agent=_Boom(), backend=_Backend(), leaderboard_dir=None)  # type: ignore[arg-type]
     assert any("Read-only file system" in n for n in getattr(err.value, "__notes__", []))
     store.close()
+
+
+class _Done(_Boom):
+    def run(self, ctx: AgentContext) -> None:
+        return None
+
+
+def test_a_row_that_cannot_be_queued_leaves_the_run_failed_not_running(
+    tmp_path: Path, variant: Variant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "leaderboard_row.json")
+
+    monkeypatch.setattr(completion, "atomic_write_json", full)
+    store = _store(tmp_path, variant, tmp_path / "lb")
+    with pytest.raises(OSError, match="No space left"):
+        lb = tmp_path / "lb"
+        runner.drive(store, variant=variant, agent=_Done(), backend=_Backend(), leaderboard_dir=lb)  # type: ignore[arg-type]
+    info = _run_json(store)
+    assert info["status"] == "failed" and "No space left" in info["error"]
+    store.close()
