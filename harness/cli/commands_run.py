@@ -22,12 +22,15 @@ from rich.table import Table
 from harness.envs.data import DataMissingError, require_data
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
+from harness.results.store import RunStore, RunStoreError
+from harness.runner.completion import LeaderboardPending, readd
 from harness.runner.context import Budget, Evaluated
 from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
 from harness.sandbox.factory import BackendName, BackendUnavailable, check_backend, make_backend
 from harness.sandbox.worker import Mode
 
 from .console import console, err_console, fmt
+from .failures import SignalInterrupt, stop_signals_interrupt, user_error
 
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -179,14 +182,19 @@ def run(
     if resume is not None:
         try:
             store = open_for_resume(resume)
-        except ResumeError as e:
-            err_console.print(f"bench: error: {e}")
+        except (RunStoreError, OSError) as e:
+            err_console.print(f"bench: error: {user_error(e)}")
             return EXIT_USAGE
         info = store.info
         v = reg.get(info.env_id)
+        if info.status == "finished":  # nothing to evaluate; make sure its row is on the leaderboard
+            return _readd(store, v)
         cls = get_agent_class(info.agent)
         ag = cls(cls.Config.model_validate(info.agent_config))
-        backend, workers = info.backend, info.workers  # type: ignore[assignment]
+        # The run's own settings, never the resuming shell's defaults (older runs: the flag).
+        backend, workers, mode = info.backend, info.workers, info.mode  # type: ignore[assignment]
+        if info.leaderboard_dir is not None:
+            leaderboard_dir = Path(info.leaderboard_dir)
     else:
         if agent is None or env is None:
             err_console.print("bench: error: --agent and --env are required (or --resume RUN_DIR)")
@@ -227,16 +235,22 @@ def run(
             err_console.print(f"bench: error: {e}")
             return EXIT_USAGE
         budget = Budget(max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd)
-        store = create_run(
-            results_dir=results_dir,
-            variant=v,
-            agent=ag,
-            seed=seed,
-            budget=budget,
-            backend=backend,
-            workers=workers,
-            command=["bench", *sys.argv[1:]],
-        )
+        try:
+            store = create_run(
+                results_dir=results_dir,
+                variant=v,
+                agent=ag,
+                seed=seed,
+                budget=budget,
+                backend=backend,
+                workers=workers,
+                command=["bench", *sys.argv[1:]],
+                mode=mode,
+                leaderboard_dir=leaderboard_dir,
+            )
+        except OSError as e:
+            err_console.print(f"bench: error: {user_error(e)}")
+            return EXIT_INFRA
     total = int(store.info.budget.get("max_evaluations", max_evaluations))
     console.print(
         f"run {store.info.run_id}: {ag.name} on {v.id}@{v.hash}, seed {store.info.seed}, "
@@ -273,6 +287,7 @@ def run(
 
     try:
         with (
+            stop_signals_interrupt(),
             progress,
             make_backend(backend, workers=workers, mode=mode, prewarm=(v.id,), run_id=store.info.run_id) as b,
         ):
@@ -281,17 +296,44 @@ def run(
             )
         # the final line counts every journaled evaluation, replayed ones included
         failed = Counter(str(r.status) for r in store.rows() if r.status is not Status.OK)
-    except KeyboardInterrupt:
-        err_console.print(f"interrupted; finish it with: bench run --resume {store.run_dir}")
+    except KeyboardInterrupt as e:
+        why = f" by {e.signal_name}" if isinstance(e, SignalInterrupt) else ""
+        err_console.print(f"interrupted{why}; finish it with: bench run --resume {store.run_dir}")
         return EXIT_INTERRUPTED
     except (ResumeError, BackendUnavailable) as e:
         err_console.print(f"bench: error: {e}")
         return EXIT_USAGE
+    except LeaderboardPending as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_INFRA
+    except OSError as e:
+        err_console.print(f"bench: error: {user_error(e)}; then: bench run --resume {store.run_dir}")
+        return EXIT_INFRA
     finally:
         store.close()
     i = out.info
     console.print(
         f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
         f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}; results in {out.run_dir}"
+    )
+    return 0
+
+
+def _readd(store: RunStore, v: Variant) -> int:
+    """``--resume`` of a finished run: re-add its leaderboard row if it is missing."""
+    try:
+        added = readd(store, v)
+    except (ValueError, LeaderboardPending) as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_INFRA
+    except OSError as e:
+        err_console.print(f"bench: error: {user_error(e)}")
+        return EXIT_INFRA
+    finally:
+        store.close()
+    where = store.info.leaderboard_dir
+    console.print(
+        f"run {store.info.run_id} already finished; "
+        + (f"its leaderboard row was added to {where}" if added else f"its leaderboard row is in {where}")
     )
     return 0

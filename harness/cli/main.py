@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=os.environ.get("EVOBENCH_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
     )
+    args = sys.argv[1:] if argv is None else argv
+    if args[:2] == ["leaderboard", "add"]:  # a verb of its own beside ``bench leaderboard --env``
+        from . import commands_leaderboard_add
+
+        return commands_leaderboard_add.main(args[2:])
     try:
         code = tyro.extras.subcommand_cli_from_dict(
             COMMANDS,

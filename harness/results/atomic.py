@@ -117,9 +117,11 @@ def atomic_file(path: StrPath) -> Iterator[IO[bytes]]:
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(target)  # a full disk fails the write, which names no file
         raise
     fsync_dir(parent)
 
@@ -200,6 +202,48 @@ def atomic_write_parquet(path: StrPath, data: pd.DataFrame | pa.Table) -> None:
         pq.write_table(table, f)
 
 
+def lock_holders(path: StrPath) -> list[int]:
+    """Pids that hold a ``flock`` on ``path``, from ``/proc/locks`` (empty when unknown).
+
+    The stamp a holder writes into a lock file outlives it; the kernel's table names the process
+    that holds the lock now (e.g. a ``flock`` command that never stamps).
+    """
+    try:
+        st = os.stat(path)
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return []
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids: list[int] = []
+    for line in table.splitlines():
+        f = line.split()
+        if "->" in f:  # a waiter, not a holder
+            continue
+        if len(f) >= 6 and f[1] == "FLOCK" and f[5] == dev and f[4].isdigit():
+            pids.append(int(f[4]))
+    return pids
+
+
+def describe_holder(path: StrPath, stamp: str = "") -> str:
+    """Who holds the lock on ``path``: live pids with their commands, and whether ``stamp`` is stale."""
+    parts = []
+    holders = lock_holders(path)
+    for pid in holders:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            cmd = ""
+        parts.append(f"pid {pid}" + (f" ({cmd.strip()[:120]})" if cmd.strip() else ""))
+    if not parts:
+        return stamp or "another holder"
+    text = ", ".join(parts)
+    named = stamp.split()[-1] if stamp else ""
+    if named.isdigit() and int(named) not in holders:  # the stamp of an earlier holder
+        state = "not the holder" if Path(f"/proc/{named}").exists() else "no longer running"
+        text += f" (the lock file's stamp names {stamp}, {state})"
+    return text
+
+
 class LockHeldError(TimeoutError):
     """Another holder kept a lock file's ``flock`` for longer than the caller would wait."""
 
@@ -236,9 +280,8 @@ def lock_file(path: StrPath, *, timeout: float = 0.0, stamp: str = "") -> int:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise LockHeldError(
-                        path, os.pread(fd, 256, 0).decode("utf-8", "replace").strip()
-                    ) from None
+                    stamp = os.pread(fd, 256, 0).decode("utf-8", "replace").strip()
+                    raise LockHeldError(path, describe_holder(path, stamp)) from None
                 time.sleep(0.02)
         if stamp:
             os.ftruncate(fd, 0)

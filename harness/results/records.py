@@ -16,6 +16,7 @@ from harness.envs.manifest import Direction
 from harness.evaluation.result import EvalResult, Status
 
 RunStatus = Literal["running", "finished", "interrupted", "failed"]
+LeaderboardState = Literal["none", "pending", "added"]
 """Lifecycle state of a run."""
 
 SCHEMA_VERSION = 1
@@ -72,6 +73,18 @@ class RunInfo(_Record):
     """Evaluation backend (``local``, ``docker``, ``modal``)."""
     workers: int = Field(default=1, ge=1)
     """Number of concurrent evaluation workers."""
+    mode: Literal["warm", "cold"] = "warm"
+    """Sandbox mode of the local backend (``warm`` zygote forks or ``cold`` fresh interpreters);
+    a resumed run keeps it."""
+    leaderboard_dir: str | None = None
+    """Leaderboards directory the finished run's row goes to (absolute; None: no leaderboard).
+    A resumed run and ``bench leaderboard add`` use it, not the resuming shell's defaults."""
+    leaderboard: LeaderboardState = "none"
+    """Where the run's leaderboard row stands: ``none`` (not finished, or no leaderboard),
+    ``pending`` (queued in ``leaderboard_row.json``, the append failed: ``bench leaderboard add``
+    or ``--resume`` retries it) or ``added``."""
+    error: str = ""
+    """The first error that aborted the run (empty for finished or interrupted runs)."""
     package_versions: dict[str, str] = Field(default_factory=dict)
     """Installed versions of the packages that can affect results."""
     git_commit: str | None = None

@@ -16,6 +16,7 @@ file is always a complete snapshot from the last flush.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -61,6 +62,27 @@ class RunLockedError(RunStoreError):
     """Another process (or another store in this process) is writing the run."""
 
 
+def _overwrite_in_place(path: Path, data: bytes) -> None:
+    """Rewrite an existing file in its own blocks (a full disk has no room for a temporary copy).
+
+    Not atomic: a crash mid-write may tear the file; only used where the alternative is a stale
+    status that claims the run is still going.
+
+    Raises:
+        OSError: If the write fails (e.g. the new text needs blocks the disk does not have).
+    """
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        view = memoryview(data)
+        off = 0
+        while off < len(data):
+            off += os.pwrite(fd, view[off:], off)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _check_name(name: str, what: str) -> str:
     if not _SAFE_NAME.match(name) or name in (".", ".."):
         raise ValueError(f"invalid {what} {name!r}: use letters, digits and ._+=@- (no path separators)")
@@ -96,10 +118,12 @@ class RunStore:
             RunLockedError: If another holder has it.
         """
         try:
-            return lock_file(run_dir / LOCK, stamp=f"{os.getpid()}\n")
+            return lock_file(run_dir / LOCK, stamp=f"pid {os.getpid()}\n")
         except LockHeldError as e:
-            holder = e.holder or "unknown"
-            raise RunLockedError(f"{run_dir} is being written by another process (pid {holder})") from None
+            raise RunLockedError(
+                f"{run_dir} is being written by {e.holder}; wait for that run to end, or stop it "
+                "(Ctrl-C or kill) and resume"
+            ) from None
 
     @classmethod
     def create(cls, root: Path, info: RunInfo) -> RunStore:
@@ -196,20 +220,29 @@ class RunStore:
         """The run header as last written."""
         return self._info
 
-    def write_info(self, info: RunInfo) -> None:
+    def write_info(self, info: RunInfo, *, durable_fallback: bool = False) -> None:
         """Atomically replace ``run.json``.
 
         Args:
             info: The new header; must keep the run id.
+            durable_fallback: On a full disk (no room for the temporary copy), overwrite the file
+                in place instead (used for a run's final status, which must not stay ``running``).
 
         Raises:
             ValueError: If ``info.run_id`` differs from this run's.
             RunStoreError: If the store is read-only.
+            OSError: If the file cannot be written.
         """
         self._require_writable()
         if info.run_id != self._info.run_id:
             raise ValueError(f"run id {info.run_id!r} does not match {self._info.run_id!r}")
-        atomic_write_text(self.run_dir / RUN_JSON, info.model_dump_json(indent=2) + "\n")
+        text = info.model_dump_json(indent=2) + "\n"
+        try:
+            atomic_write_text(self.run_dir / RUN_JSON, text)
+        except OSError as e:
+            if not (durable_fallback and e.errno in (errno.ENOSPC, errno.EDQUOT)):
+                raise
+            _overwrite_in_place(self.run_dir / RUN_JSON, text.encode("utf-8"))
         self._info = info
 
     def _read_journal(self) -> tuple[list[CandidateRow], int, int]:
@@ -254,6 +287,9 @@ class RunStore:
                 while view:
                     view = view[os.write(fd, view) :]
                 os.fsync(fd)
+            except OSError as e:
+                e.filename = e.filename or str(self.journal_path)  # the user must know which disk
+                raise
             finally:
                 os.close(fd)
 

@@ -10,15 +10,15 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.envs.registry import Variant
-from harness.results.leaderboard import append_leaderboard_row, build_leaderboard_row
 from harness.results.provenance import git_state, host_info, package_versions
-from harness.results.records import RunInfo, utc_now_iso
+from harness.results.records import RunInfo, RunStatus, utc_now_iso
 from harness.results.store import RunStore
 from harness.sandbox.base import Sandbox
 
+from .completion import complete, describe_error
 from .context import Agent, Budget, BudgetExhausted, ProgressCallback, TaskSpec
 from .run_context import RunContext
 
@@ -81,8 +81,13 @@ def create_run(
     backend: str,
     workers: int,
     command: list[str] | None = None,
+    mode: Literal["warm", "cold"] = "warm",
+    leaderboard_dir: Path | None = None,
 ) -> RunStore:
     """Create the run directory with a frozen ``run.json`` (config, env, provenance).
+
+    The backend, workers, sandbox mode and leaderboards directory are recorded so that
+    ``--resume`` continues the run where it belongs, whatever the resuming shell's defaults.
 
     Raises:
         ValueError: If ``variant`` is a validation subset (``<id>~subset-...``): runs and
@@ -110,6 +115,8 @@ def create_run(
         budget=budget.model_dump(mode="json"),
         backend=backend,
         workers=workers,
+        mode=mode,
+        leaderboard_dir=str(leaderboard_dir.resolve()) if leaderboard_dir is not None else None,
         package_versions=package_versions(),
         git_commit=commit,
         git_dirty=dirty,
@@ -131,11 +138,22 @@ def drive(
 ) -> RunOutcome:
     """Run (or continue) the agent until its budget ends; record everything; append the leaderboard row.
 
-    Ctrl-C marks the run ``interrupted`` (resumable) and re-raises ``KeyboardInterrupt``.
+    Ctrl-C marks the run ``interrupted`` (resumable) and re-raises ``KeyboardInterrupt``. Every
+    abort path writes the final status, and the first error is the one raised. A finished run is
+    completed in order (``completion.complete``): row queued, appended, then ``finished``.
+
+    Args:
+        store: The run (writable).
+        variant: Its variant.
+        agent: The agent.
+        backend: Where candidates are evaluated.
+        leaderboard_dir: Where the row goes (recorded in ``run.json``; None: no leaderboard).
+        on_result: Called after every evaluation.
 
     Raises:
         ResumeError: If the stored run was made on different environment contents.
         KeyboardInterrupt: After recording the interruption.
+        LeaderboardPending: If the run finished but its row could only be queued.
     """
     info = store.info
     if info.env_hash != variant.hash:
@@ -162,63 +180,90 @@ def drive(
         backend=backend,
         on_result=progress,
     )
-    store.write_info(info.model_copy(update={"status": "running", "ended_at": None}))
-    status = "finished"
+    lb = str(Path(leaderboard_dir).resolve()) if leaderboard_dir is not None else None
+    store.write_info(
+        info.model_copy(update={"status": "running", "ended_at": None, "error": "", "leaderboard_dir": lb})
+    )
+    status: RunStatus = "finished"
+    first: BaseException | None = None
     try:
         agent.run(ctx)
     except BudgetExhausted:
         pass
-    except KeyboardInterrupt:
-        status = "interrupted"
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP turned into it by the CLI
+        status, first = "interrupted", e
         raise
-    except Exception:
-        status = "failed"
+    except BaseException as e:
+        status, first = "failed", e
         raise
     finally:
-        rows = store.rows()
-        store.flush_parquet()
-        best = ctx.best.result.score if ctx.best is not None else None
         try:
-            summary = json.loads(json.dumps(agent.run_summary()))
-        except Exception as e:  # a summary must never cost the run its record
-            summary = {"error": f"run_summary failed: {type(e).__name__}: {e}"}
-        final = store.info.model_copy(
-            update={
-                "status": status,
-                "ended_at": utc_now_iso(),
-                "best_score": best,
-                "n_evaluations": len(rows),
-                "agent_summary": summary,
-            }
-        )
-        store.write_info(final)
-        if status == "finished" and leaderboard_dir is not None:
-            row = build_leaderboard_row(final, rows, variant)
-            spent = _ledger_cost(store.run_dir)
-            if spent is not None:  # the LLM ledger is the authority on spend (incl. untied calls)
-                row = row.model_copy(update={"cost_usd": max(row.cost_usd, spent)})
-            append_leaderboard_row(leaderboard_dir, row)
+            _close_out(store, ctx, agent, variant, status, first)
+        except BaseException as later:
+            if first is None:
+                raise
+            # The first error is what the user must see; what failed while recording it is a note.
+            first.add_note(f"(then, recording the {status} status failed: {describe_error(later)})")
+            log.warning("recording the %s status failed: %r", status, later)
     return RunOutcome(store.run_dir, store.info, ctx.evaluated_now, ctx.replayed)
 
 
-def _ledger_cost(run_dir: Path) -> float | None:
-    """Total LLM spend recorded in the run's ledger, or None for runs without LLM calls."""
-    if not (run_dir / "llm_calls.jsonl").exists():
-        return None
-    from harness.llm.ledger import Ledger
-
-    return Ledger(run_dir).cost_usd
+def _close_out(
+    store: RunStore,
+    ctx: RunContext,
+    agent: Agent,
+    variant: Variant,
+    status: RunStatus,
+    first: BaseException | None,
+) -> None:
+    """Write the final status (every path), flushing what it can; a finished run is completed."""
+    rows = store.rows()
+    flush_error: OSError | None = None
+    try:
+        store.flush_parquet()
+    except OSError as e:  # the journal is the source of truth; the snapshot is rebuilt on resume
+        if first is not None:
+            log.info("could not write %s: %s", store.parquet_path, describe_error(e))
+        elif status == "finished":  # never "finished" with a snapshot short of the journal
+            status, first, flush_error = "failed", e, e
+    best = ctx.best.result.score if ctx.best is not None else None
+    try:
+        summary = json.loads(json.dumps(agent.run_summary()))
+    except Exception as e:  # a summary must never cost the run its record
+        summary = {"error": f"run_summary failed: {type(e).__name__}: {e}"}
+    error = ""
+    if first is not None and not isinstance(first, KeyboardInterrupt):
+        error = describe_error(first)[:1000]
+    final = store.info.model_copy(
+        update={
+            "status": status,
+            "ended_at": utc_now_iso(),
+            "best_score": best,
+            "n_evaluations": len(rows),
+            "agent_summary": summary,
+            "error": error,
+            "leaderboard": "none",
+        }
+    )
+    if status != "finished":
+        store.write_info(final, durable_fallback=True)
+        if flush_error is not None:
+            raise flush_error
+        return
+    # Not finished until the row is on the leaderboard or queued in the run directory.
+    store.write_info(final.model_copy(update={"status": "running"}), durable_fallback=True)
+    try:
+        complete(store, final, rows, variant)
+    except OSError as e:  # the row could not even be queued: failed (resumable), never "running"
+        failed = final.model_copy(update={"status": "failed", "error": describe_error(e)[:1000]})
+        store.write_info(failed, durable_fallback=True)
+        raise
 
 
 def open_for_resume(run_dir: Path) -> RunStore:
-    """Open a run directory for resuming.
+    """Open a run directory for resuming (a finished one too: its leaderboard row may be missing).
 
     Raises:
-        ResumeError: If the run already finished.
         RunStoreError: If the directory is not a run or is locked by a live process.
     """
-    store = RunStore.open(run_dir)
-    if store.info.status == "finished":
-        store.close()
-        raise ResumeError(f"run {store.info.run_id} already finished; nothing to resume")
-    return store
+    return RunStore.open(run_dir)

@@ -7,7 +7,6 @@ import logging
 import multiprocessing as mp
 import os
 import threading
-import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -16,7 +15,7 @@ from harness.evaluation.result import EvalResult, Status, program_sha256
 
 from .base import Sandbox
 from .isolation import UIDS_PER_BACKEND, detect_isolation
-from .limits import sweep_orphaned_cgroups
+from .lifetime import sweep_leftovers
 from .worker import EvalJob, Mode, init_worker, run_job
 
 log = logging.getLogger(__name__)
@@ -75,6 +74,9 @@ class LocalBackend(Sandbox):
             if self._closed:
                 raise RuntimeError("backend is closed")
             if self._pool is None:
+                # What killed runs left (their workers now end with them): directories,
+                # semaphores, cgroups of owners that are gone; never a live run's.
+                sweep_leftovers()
                 ctx = mp.get_context("spawn")
                 slots = ctx.Queue()
                 # Sandbox uids private to this backend instance: another run's fork bomb (per-uid
@@ -85,7 +87,7 @@ class LocalBackend(Sandbox):
                     self.workers,
                     mp_context=ctx,
                     initializer=init_worker,
-                    initargs=(slots, self.prewarm, self.env_root),
+                    initargs=(slots, self.prewarm, self.env_root, self.mode, os.getpid()),
                 )
             return self._pool
 
@@ -168,7 +170,7 @@ class LocalBackend(Sandbox):
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in procs:
                 proc.join(timeout=5)
-            sweep_orphaned_cgroups()  # the killed workers could not remove their candidates' groups
+            sweep_leftovers()  # the killed workers could not remove their candidates' groups or dirs
 
     def close(self) -> None:
         """Shut the worker pool down; workers kill their sandboxes as they exit."""
@@ -177,5 +179,4 @@ class LocalBackend(Sandbox):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-            time.sleep(0)
-            sweep_orphaned_cgroups()  # groups of a worker that died mid-evaluation
+            sweep_leftovers()  # what a worker that died mid-evaluation left

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,6 +18,7 @@ from harness.evaluation.errors import InfraError
 
 from . import wire
 from .isolation import (
+    SANDBOX_WORKDIR,
     detect_isolation,
     kill_uid,
     preexec,
@@ -26,10 +27,13 @@ from .isolation import (
     sandbox_env,
     zygote_policy,
 )
+from .lifetime import tagged_tempdir
 from .limits import CandidateMemory, CgroupError
 from .limits.attach import attach_child
 
 READY_TIMEOUT_S = 60.0
+_PRIVATE_SCRATCH = ("bwrap", "container")
+"""Isolation levels whose zygotes wipe their own private tmpfs (no host scratch directory)."""
 MAX_REPLY_HEADER = 16 * 1024 * 1024
 """Largest JSON header the trusted side parses from a candidate (arrays travel as raw buffers)."""
 
@@ -261,10 +265,10 @@ class Zygote:
         parent, child = socket.socketpair()
         lim = rlimits(self.hw)
         lim.pop("RLIMIT_DATA", None)  # the zygote holds the pre-imported modules; each child gets the limit
-        if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="evobench-zygote-"))
+        if self._scratch is None and detect_isolation().level not in _PRIVATE_SCRATCH:
+            self._scratch = tagged_tempdir("zygote")  # owner-tagged: a dead worker's is swept
             os.chmod(self._scratch, 0o777)
-        policy = zygote_policy(self._scratch)
+        policy = zygote_policy(self._scratch or Path(SANDBOX_WORKDIR))
         cmd = sandbox_command(
             [
                 *_serve_argv(),
@@ -308,6 +312,32 @@ class Zygote:
         if self._ctrl is not None:
             self._ctrl.close()
         self._proc = self._ctrl = None
+
+    def killed_by_signal(self, wait: float = 0.05) -> str | None:
+        """The signal that killed the sandbox's outer process, if it was killed (None otherwise).
+
+        Only a process outside the sandbox can signal the outer process (bwrap: another PID
+        namespace and uid), so this is the host's doing, never the candidate's.
+        """
+        proc = self._proc
+        if proc is None or detect_isolation().level != "bwrap":
+            return None
+        try:
+            rc = proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return None
+        if rc >= 0:
+            return None
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return str(-rc)
+
+    def discard_scratch(self) -> None:
+        """Remove the scratch directory (after :meth:`stop`, when the zygote is done for good)."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def spawn(self, timeout: float = 10.0, memory: CandidateMemory | None = None) -> CandidateConnection:
         """Fork a fresh child and connect to it.

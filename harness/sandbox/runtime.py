@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from harness.scoring.api import CallResult, ExecResult
 
 from . import wire
 from .isolation import preexec, rlimits, sandbox_command, sandbox_env
+from .lifetime import tagged_tempdir
 from .limits import CandidateMemory, CgroupError
 from .process import CandidateConnection, CappedReader, Zygote, kill_candidate_uid, kill_group, launch_cold
 
@@ -62,7 +62,7 @@ class SandboxedCandidate:
         self.zygote = zygote
         self.preload = preload
         self.driver = driver
-        self._workdir = Path(tempfile.mkdtemp(prefix="evobench-cand-"))
+        self._workdir = tagged_tempdir("cand")  # owner-tagged: a killed worker's is swept
         os.chmod(self._workdir, 0o777)  # the unprivileged sandbox uid writes build outputs here
         self._conn: CandidateConnection | None = None
         self._out_cap = hw.output_kb * 1024
@@ -312,7 +312,15 @@ class SandboxedCandidate:
         return reply.get("value")
 
     def _death(self, what: str, info: str, verb: str = "") -> str:
-        """Why the candidate's process died: a kill by its memory limit is named as such."""
+        """Why the candidate's process died: a kill by its memory limit is named as such.
+
+        Raises:
+            InfraError: If the host killed it (see :meth:`_host_side_death`); the sandbox is killed.
+        """
+        host = self._host_side_death()
+        if host:
+            self._kill()
+            raise InfraError(f"{what}: {host}; not the candidate's doing")
         mem = self._memory
         if mem is not None and mem.oom_killed():
             return f"{what}: exceeded the {mem.label()}; the kernel killed the process tree"
@@ -320,6 +328,20 @@ class SandboxedCandidate:
         if mem is not None and mem.cgroup is None and ("SIGKILL" in info or "SIGSEGV" in info):
             hint = f" (possibly the {mem.label()})"
         return f"{what} {verb}: {info}{hint}" if verb else f"{what}: {info}{hint}"
+
+    def _host_side_death(self) -> str:
+        """Why the host, not the candidate, ended the process ('' when it may have been the candidate).
+
+        Told apart only where the candidate cannot have caused it: the machine-wide OOM killer
+        (cgroup v2 events), or a signal to the warm sandbox's outer process, which runs outside the
+        candidate's PID namespace and under another uid.
+        """
+        if self._memory is not None and self._memory.host_oom_killed():
+            return "the machine ran out of memory and the kernel's OOM killer ended the sandbox"
+        sig = self.zygote.killed_by_signal() if self.zygote is not None else None
+        if sig:
+            return f"the warm sandbox was killed from outside by signal {sig} while the candidate ran"
+        return ""
 
     def _kill(self) -> None:
         """Kill the candidate's whole sandbox (a warm zygote is restarted on next use)."""

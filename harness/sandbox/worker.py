@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
@@ -20,6 +21,7 @@ from harness.scoring.api import Scorer
 from harness.scoring.device import bind_worker_slot
 
 from .isolation import UNPRIVILEGED_UID_BASE
+from .lifetime import remove_own, start_parent_watchdog
 from .process import Zygote
 from .runtime import SandboxedCandidate
 
@@ -108,6 +110,7 @@ class WorkerState:
         """Stop every zygote."""
         for z in self._zygotes.values():
             z.stop()
+            z.discard_scratch()
         self._zygotes.clear()
 
 
@@ -215,21 +218,46 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
 _STATE: WorkerState | None = None
 
 
-def init_worker(slot_queue: object, warm_env_ids: tuple[str, ...] = (), env_root: str | None = None) -> None:
-    """Process-pool initializer: claim a slot (uid) and pre-start zygotes / scorers."""
+def init_worker(
+    slot_queue: object,
+    warm_env_ids: tuple[str, ...] = (),
+    env_root: str | None = None,
+    mode: Mode = "warm",
+    parent: int | None = None,
+) -> None:
+    """Process-pool initializer: claim a slot (uid), tie the worker to its run, pre-start scorers.
+
+    Zygotes are pre-started in ``warm`` mode only (``cold`` never uses them). With ``parent``
+    (the run's pid) a watchdog stops this worker's sandboxes and ends it once the run is gone,
+    however the run died (``kill -9`` included); a normal exit stops them too.
+    """
     global _STATE
-    # Ctrl-C is the parent's to handle: it stops the run and kills workers deliberately.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C and a hang-up (sent to the whole group by a terminal) are the parent's to handle:
+    # it stops the run and kills workers deliberately. SIGTERM keeps its default: the process
+    # pool itself ends the workers of a broken pool with it, and would wait on one that ignored it.
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     slot = slot_queue.get() if hasattr(slot_queue, "get") else os.getpid() % 1000
-    _STATE = WorkerState(int(slot))
+    _STATE = state = WorkerState(int(slot))
+    atexit.register(_cleanup, state)
+    if parent is not None:
+        start_parent_watchdog(lambda: _cleanup(state), parent=parent)
     for env_id in warm_env_ids:
         try:
             v = _STATE.registry(env_root).get(env_id)
             _STATE.scorer(v)
-            if v.language is Language.PYTHON:
+            if mode == "warm" and v.language is Language.PYTHON:
                 _STATE.zygote(v).start()
         except (InfraError, DataMissingError, OSError) as e:
             log.warning("could not pre-warm %s: %s", env_id, e)
+
+
+def _cleanup(state: WorkerState) -> None:
+    """Stop the worker's zygotes, remove its scratch directories and candidate cgroups."""
+    try:
+        state.close()
+    finally:
+        remove_own()
 
 
 def run_job(job: EvalJob, backend: str = "local") -> EvalResult:

@@ -186,20 +186,24 @@ def _empty_and_remove(d: Path, attempts: int = 100) -> bool:
     return False
 
 
-def sweep_stale(parent: Path) -> int:
-    """Remove groups under ``parent`` whose owning harness process is gone; returns how many."""
-    removed = 0
+def stale_groups(parent: Path) -> list[Path]:
+    """Groups under ``parent`` whose owning harness process is gone."""
     try:
         entries = list(parent.iterdir())
     except OSError:
-        return 0
+        return []
+    out: list[Path] = []
     for d in entries:
         m = _NAME.match(d.name)
-        if not m or not d.is_dir():
-            continue
-        pid, start = int(m.group(1)), int(m.group(2))
-        if _start_time(pid) == start:
-            continue  # its owner still runs
+        if m and _start_time(int(m.group(1))) != int(m.group(2)) and d.is_dir():
+            out.append(d)
+    return out
+
+
+def sweep_stale(parent: Path) -> int:
+    """Remove groups under ``parent`` whose owning harness process is gone; returns how many."""
+    removed = 0
+    for d in stale_groups(parent):
         if _empty_and_remove(d):
             removed += 1
             log.info("removed stale cgroup %s", d)
@@ -315,16 +319,34 @@ class CandidateCgroup:
     def reset_oom_baseline(self) -> None:
         """Count OOM kills from now on (a reused group keeps its kernel counter)."""
         self._oom_base = self._oom_total()
+        self._limit_base = self._event("oom")
 
-    def _oom_total(self) -> int:
-        """How many processes the kernel killed in this group for exceeding its memory limit."""
+    def _event(self, key: str) -> int:
+        """A counter of ``memory.events`` (v2) or ``memory.oom_control`` (v1); 0 when absent."""
         f = "memory.events" if self.hier.version == 2 else "memory.oom_control"
         try:
             text = (self.memory_dir / f).read_text()
         except OSError:
             return 0
-        m = re.search(r"^oom_kill (\d+)$", text, re.M)
+        m = re.search(rf"^{key} (\d+)$", text, re.M)
         return int(m.group(1)) if m else 0
+
+    def _oom_total(self) -> int:
+        """How many processes the kernel killed in this group for exceeding its memory limit."""
+        return self._event("oom_kill")
+
+    def host_oom_kills(self) -> int:
+        """Kills in this group by the machine-wide OOM killer, not by the group's own limit.
+
+        cgroup v2 counts every OOM kill of a member in ``oom_kill`` but only the group's own limit
+        being hit in ``oom``: kills with no limit hit were the host's memory pressure, not the
+        candidate's use. 0 where the kernel does not tell them apart (v1).
+        """
+        if self.hier.version != 2:
+            return 0
+        if self._event("oom") > getattr(self, "_limit_base", 0):
+            return 0
+        return self.oom_kills()
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed in this group for exceeding its memory limit."""

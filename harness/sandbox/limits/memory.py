@@ -149,7 +149,11 @@ class CandidateMemory:
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the tree for exceeding the limit."""
-        return self.cgroup is not None and self.cgroup.oom_kills() > 0
+        return self.cgroup is not None and self.cgroup.oom_kills() > self.cgroup.host_oom_kills()
+
+    def host_oom_killed(self) -> bool:
+        """Whether the machine-wide OOM killer (not the candidate's limit) killed a process of the tree."""
+        return self.cgroup is not None and self.cgroup.host_oom_kills() > 0
 
     def label(self) -> str:
         """``memory limit N MiB (mechanism)``, the phrase every memory error carries."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.llm.ledger import Ledger, LLMCallRow
-from harness.runner.runner import _ledger_cost
+from harness.runner.completion import _ledger_cost
 
 
 def test_ledger_cost_sums_every_recorded_call(tmp_path: Path) -> None:
