@@ -7,9 +7,10 @@ counter (v1 ``cpuacct.usage``, v2 ``cpu.stat`` ``usage_usec``) covers every proc
 the nanosecond, also after they were killed.
 
 Why run-queue wait: on a loaded host a case's elapsed time measures the host, not the program.
-``/proc/<tid>/schedstat`` gives each task's time spent runnable but waiting for a CPU; elapsed
+``/proc/<pid>/schedstat`` gives each process's time spent runnable but waiting for a CPU; elapsed
 minus that wait (:attr:`CaseClock.active_seconds`) is the time the program ran or slept by its own
-choice, which is what a wall-clock rule is meant to bound.
+choice, which is what a wall-clock rule is meant to bound. The wait is sampled while the tree runs
+(the last few milliseconds before an exit are missed), so it errs towards a longer elapsed time.
 """
 
 from __future__ import annotations
@@ -98,30 +99,34 @@ class CaseClock:
         ns = self._read_ns()
         return float("nan") if ns is None else max(0, ns - self._base) / 1e9
 
-    def _tasks(self) -> list[int]:
+    def _procs(self) -> list[int]:
         d = self._own or self._v2
-        if d is None:
+        try:
+            return [int(x) for x in (d / "cgroup.procs").read_text().split()] if d else []
+        except (OSError, ValueError):
             return []
-        for name in ("tasks", "cgroup.threads"):
-            try:
-                return [int(x) for x in (d / name).read_text().split()]
-            except (OSError, ValueError):
-                continue
-        return []
 
     def sample(self) -> None:
-        """Record the run-queue wait of every task now in the group (call every few ms)."""
-        for tid in self._tasks():
+        """Record the run-queue wait of every process now in the group (call every few ms)."""
+        for pid in self._procs():
             try:
-                fields = Path(f"/proc/{tid}/schedstat").read_text().split()
-                self._wait_ns[tid] = max(self._wait_ns.get(tid, 0), int(fields[1]))
+                fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+                self._wait_ns[pid] = max(self._wait_ns.get(pid, 0), int(fields[1]))
             except (OSError, ValueError, IndexError):
                 continue
 
     @property
     def wait_seconds(self) -> float:
-        """Longest run-queue wait of any one task seen (what load took from the tree's clock)."""
-        return max(self._wait_ns.values(), default=0) / 1e9
+        """Run-queue wait of the tree's processes (main threads), summed, at most elapsed less CPU.
+
+        Summed because the launcher's processes and the program run one after another; bounded
+        because waits of processes that ran side by side overlap (the bound keeps elapsed less
+        wait at or above the CPU time, which the CPU rule limits anyway).
+        """
+        total = sum(self._wait_ns.values()) / 1e9
+        cpu = self.cpu_seconds()
+        elapsed = time.perf_counter() - self._t0
+        return max(0.0, min(total, elapsed - (cpu if cpu == cpu else 0.0)))
 
     @property
     def active_seconds(self) -> float:
