@@ -54,6 +54,6 @@ def cases_section(cands: pd.DataFrame, maximize: bool) -> str:
         html += f"<p>Best evaluation (seq {int(best['seq'])}):</p>"
         html += page.table(["case", "status", "score", "CPU s", "wall-clock s", "reason"], rows)
     statuses = sorted({s for cnt in per_case.values() for s in cnt})
-    rows = [(name, *(cnt[s] for s in statuses)) for name, cnt in sorted(per_case.items())]
+    counts = [(name, *(cnt[s] for s in statuses)) for name, cnt in sorted(per_case.items())]
     html += "<p>Verdicts per case over all evaluations:</p>"
-    return html + page.table(["case", *statuses], rows)
+    return html + page.table(["case", *statuses], counts)
