@@ -14,7 +14,7 @@ from harness.sandbox.isolation import sandbox_env
 
 pytest.importorskip("triton", reason="triton is not installed (pip install 'evobench[triton]')")
 
-TRITON_SUBMISSION = '''
+TRITON_SUBMISSION = """
 import torch
 import torch.nn.functional as F
 import triton
@@ -48,7 +48,7 @@ def custom_kernel(data):
     o = torch.matmul(left.permute(0, 3, 1, 2), right.permute(0, 3, 2, 1)).permute(0, 2, 3, 1)
     o = F.layer_norm(o, (h,), w["to_out_norm.weight"], w["to_out_norm.bias"], 1e-5)
     return F.linear(gate(o, F.linear(xn, w["out_gate.weight"])), w["to_out.weight"])
-'''
+"""
 
 
 def test_cpu_sandboxes_run_triton_in_its_interpreter() -> None:
