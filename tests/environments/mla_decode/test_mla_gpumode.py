@@ -29,7 +29,8 @@ from task import input_t, output_t
 
 def rope(t, pos, dim):
     half = dim // 2
-    theta = (10000 ** (-torch.arange(0, half, dtype=torch.bfloat16, device=t.device) * 2 / dim)).to(torch.bfloat16)
+    i = torch.arange(0, half, dtype=torch.bfloat16, device=t.device)
+    theta = (10000 ** (-i * 2 / dim)).to(torch.bfloat16)
     f = pos.to(torch.bfloat16)[:, None] * theta[None, :]
     cos = torch.cat([f.cos(), f.cos()], -1).to(torch.bfloat16)
     sin = torch.cat([f.sin(), f.sin()], -1).to(torch.bfloat16)
@@ -40,7 +41,8 @@ def custom_kernel(data: input_t) -> output_t:
     config, x, kv_cache = data
     assert isinstance(config, Config) and isinstance(kv_cache, KVCache)
     bs, h = config.batch_size, config.n_heads
-    nope, rp, vd, lora = config.qk_nope_head_dim, config.qk_rope_head_dim, config.v_head_dim, config.kv_lora_rank
+    nope, rp = config.qk_nope_head_dim, config.qk_rope_head_dim
+    vd, lora = config.v_head_dim, config.kv_lora_rank
     q = ((x @ config.Q_proj_down_weight.T) @ config.Q_proj_up_weight.T).view(bs, 1, h, nope + rp)
     kv, n = kv_cache(x @ config.KV_proj_down_weight.T)
     latent, k_rope = kv[..., :lora], kv[..., lora:]
