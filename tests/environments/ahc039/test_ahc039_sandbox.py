@@ -217,6 +217,9 @@ def test_initial_program_via_bench_eval_tiny(tmp_path: Path, data_cache: Path, t
     assert res["status"] == "ok"
     assert res["metrics"]["cases_ok"] == 4
     assert res["score"] == pytest.approx(tiny.progress.y_init)  # deterministic program, pinned bound
+    cases = res["cases"]  # per-case records in --json
+    assert [c["status"] for c in cases] == ["ok"] * 4 and sum(c["score"] for c in cases) == 1709
+    assert all(0 < c["cpu_seconds"] < 2.0 and c["wall_seconds"] > 0 for c in cases)
 
 
 @pytest.mark.slow
