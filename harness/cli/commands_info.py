@@ -154,6 +154,10 @@ def leaderboard(
             fmt(r["cost_usd"], 3),
         )
     console.print(t)
+    from .commands_reference import reference_lines
+
+    if (refs := reference_lines(leaderboard_dir, v.family, v.id)) is not None:
+        console.print(refs)
     if stale and not all_versions:
         console.print(f"[dim]{stale} rows from other contents of {v.id} hidden (--all-versions).[/dim]")
     return 0
