@@ -105,6 +105,12 @@ def compare(
         sys.stdout.write(comparison_csv(result))
     else:
         console.print(comparison_rich(result))
+        from .commands_reference import reference_lines
+
+        for v in variants:  # published programs scored here: labelled lines, outside the comparison
+            if (refs := reference_lines(leaderboard_dir, v.family, v.id)) is not None:
+                refs.title = f"{v.id}: {refs.title}"
+                console.print(refs)
     return 0
 
 
