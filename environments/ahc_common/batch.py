@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
+from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
 from harness.scoring.subset import unit_indices
 
@@ -45,7 +46,11 @@ METRIC_NAMES = (
     "compile_seconds",
     "max_case_seconds",
 )
-_FAILURE_OUTCOME = {INVALID_OUTPUT: CandidateInvalid, RUNTIME_ERROR: CandidateError, TLE: CandidateTimeout}
+_FAILURE_OUTCOME: dict[str, type[CandidateError | CandidateInvalid | CandidateTimeout]] = {
+    INVALID_OUTPUT: CandidateInvalid,
+    RUNTIME_ERROR: CandidateError,
+    TLE: CandidateTimeout,
+}
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,13 @@ class CaseResult:
     score: int
     """Per-case score (0 unless ``ok``)."""
     seconds: float
-    """Wall time of the run."""
+    """Wall-clock seconds of the run (sandbox start-up and host load included)."""
     detail: str = ""
     """Reason of a failure."""
+    cpu_seconds: float = float("nan")
+    """CPU seconds of the case's process tree (NaN where not measured)."""
+    wait_seconds: float = float("nan")
+    """Seconds it waited for a CPU behind other work (NaN where not measured)."""
 
 
 class AhcScorer(Scorer):
@@ -183,12 +192,13 @@ class AhcScorer(Scorer):
         for r in runs:
             name = cases[r.index].name
             v = verdict_of.get(r.index)
+            times = {"cpu_seconds": r.cpu_seconds, "wait_seconds": r.wait_seconds}
             if v is None:
-                results.append(CaseResult(name, r.status, 0, r.seconds, r.detail))
+                results.append(CaseResult(name, r.status, 0, r.seconds, r.detail, **times))
             elif isinstance(v, OutputRejected):
-                results.append(CaseResult(name, INVALID_OUTPUT, 0, r.seconds, str(v)))
+                results.append(CaseResult(name, INVALID_OUTPUT, 0, r.seconds, str(v), **times))
             else:
-                results.append(CaseResult(name, OK, int(v), r.seconds))
+                results.append(CaseResult(name, OK, int(v), r.seconds, **times))
         return results, compile_seconds, run_seconds
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
@@ -215,8 +225,26 @@ class AhcScorer(Scorer):
             "max_case_seconds": max(r.seconds for r in results),
         }
         return ScoreOutcome(
-            score=metrics["mean_score"], metrics=metrics, candidate_seconds=compile_seconds + run_seconds
+            score=metrics["mean_score"],
+            metrics=metrics,
+            candidate_seconds=compile_seconds + run_seconds,
+            cases=self.records(results),
         )
+
+    @staticmethod
+    def records(results: Sequence[CaseResult]) -> list[CaseRecord]:
+        """Per-case records for the evaluation result (``bench eval --json``, results store)."""
+        return [
+            CaseRecord(
+                name=r.name,
+                status=r.status,
+                score=float(r.score),
+                cpu_seconds=r.cpu_seconds,
+                wall_seconds=r.seconds,
+                reason=r.detail,
+            )
+            for r in results
+        ]
 
     @staticmethod
     def _all_failed(results: list[CaseResult], counts: Counter[str]) -> Exception:
@@ -226,4 +254,4 @@ class AhcScorer(Scorer):
         examples = [r for r in results if r.status == worst][:3]
         lines = [f"no test case was scored ({summary} of {len(results)})"]
         lines += [f"case {r.name}: {r.status}: {r.detail}" for r in examples]
-        return _FAILURE_OUTCOME[worst]("\n".join(lines))
+        return _FAILURE_OUTCOME[worst]("\n".join(lines), AhcScorer.records(results))

@@ -5,25 +5,32 @@ process per command whose working directory is ``candidate.workdir``. The scorer
 ``main.cpp`` there, compiles it with ``g++`` *inside* the sandbox (g++ lives in ``/usr``, which the
 sandbox binds read-only), and then runs ``./main`` once per case with the case on stdin.
 
+Time rules are ALE-Bench's (as TTT-Discover ran it): a case is **TLE** when its measured CPU time
+exceeds ``cpu_seconds`` (2.0 s) or its elapsed time exceeds ``wall_seconds`` (2.5 s); it is only
+*killed* at the generous backstops ``cpu_kill_seconds`` (3.1 s CPU) and ``wall_kill_seconds``
+(4.5 s). Two deliberate differences make verdicts independent of host load: CPU time is the
+case's cgroup counter (exact, the whole process tree; ALE-Bench uses GNU time), and "elapsed"
+is wall time minus the time the case waited for a CPU (``/proc/<tid>/schedstat``), so a case
+that merely waited behind other work is not TLE, while one that sleeps is. Each concurrently
+judged case is pinned to a CPU of its own, and never more cases run at once than the worker
+process has CPUs. ``wall_cap_seconds`` is an absolute wall limit for hosts so loaded that even
+the waiting does not end. Without cgroups (no precise counter) the kernel's ``RLIMIT_CPU`` (whole
+seconds, 4 ms ticks) is the only CPU measure: a kill signal then counts as TLE.
+
 Per-case classification (:func:`classify`):
 
-* ``tle``: killed by the wall-clock limit, or by a kill signal (SIGKILL / SIGXCPU, which is how the
-  kernel enforces the CPU-time rlimit), or reported CPU time above the limit.
+* ``tle``: over a time rule above (or killed by a backstop).
 * ``runtime_error``: any other non-zero exit (crash, abort, ``std::bad_alloc`` at the memory
-  limit, a non-zero return from ``main``).
+  limit, a non-zero return from ``main``); a signal death is named (``SIGSEGV``, ``SIGFPE``).
 * ``invalid_output``: the run ended normally but stdout overflowed the sandbox's output cap, so
   the output was truncated and cannot be judged.
 * ``ok``: the run ended normally; the family's judge then scores (or rejects) the output.
-
-Why kill signals count as ``tle``: under bubblewrap the exit status of a signalled program is
-reported as ``128 + signal`` and the resource usage of the sandboxed tree does not reach the
-trusted side (``ExecResult.cpu_seconds`` only covers the bwrap launcher), so the runtime's own CPU
-classification cannot fire. RLIMIT_CPU is the only source of SIGXCPU / SIGKILL inside the sandbox
-apart from the wall-clock kill and the candidate itself.
 """
 
 from __future__ import annotations
 
+import os
+import queue
 import signal
 import threading
 import time
@@ -58,16 +65,22 @@ _COMPILE_MESSAGE_CAP = 4000
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of compiling and of running one case."""
+    """Resource limits of compiling and of running one case (time rules: module docstring)."""
 
     cpu_seconds: float = 2.0
-    """CPU-time limit of one case (RLIMIT_CPU of the candidate process)."""
-    wall_seconds: float = 5.0
-    """Wall-clock limit of one case (generous: the CPU limit is the real one)."""
+    """Time limit: a case whose measured CPU time exceeds it is TLE."""
+    wall_seconds: float = 2.5
+    """A case whose elapsed time (minus run-queue wait) exceeds it is TLE (ALE-Bench: TL + 0.5 s)."""
+    cpu_kill_seconds: float = 3.1
+    """CPU backstop at which the case is killed (ALE-Bench: ``prlimit --cpu`` = ceil(TL + 0.1) + 0.1)."""
+    wall_kill_seconds: float = 4.5
+    """Elapsed (minus run-queue wait) backstop at which it is killed (ALE-Bench: ceil(TL + 0.1) + 1.5)."""
+    wall_cap_seconds: float = 60.0
+    """Absolute wall-clock kill, whatever the load (then TLE)."""
     memory_mb: int = 1024
-    """Address-space limit of one case, in MiB."""
+    """Memory limit of one case, in MiB."""
     workers: int = 1
-    """Cases run at once (one per core of the variant's hardware)."""
+    """Cases run at once (at most one per CPU of the worker process)."""
     compile_timeout_s: float = 60.0
     """Wall-clock limit of the compiler."""
     compile_memory_mb: int = 2048
@@ -80,20 +93,31 @@ class Limits:
         """Limits from scorer parameters, defaulting ``workers`` to the variant's CPU count.
 
         Raises:
-            ValueError: If a limit is not positive.
+            ValueError: If a limit is not positive or a backstop is below its rule.
         """
+        d = cls()
         limits = cls(
-            cpu_seconds=float(params.get("cpu_seconds", 2.0)),
-            wall_seconds=float(params.get("wall_seconds", 5.0)),
-            memory_mb=int(params.get("memory_mb", 1024)),
+            **{
+                k: type(getattr(d, k))(params.get(k, getattr(d, k)))
+                for k in (
+                    "cpu_seconds",
+                    "wall_seconds",
+                    "cpu_kill_seconds",
+                    "wall_kill_seconds",
+                    "wall_cap_seconds",
+                    "memory_mb",
+                    "compile_timeout_s",
+                    "compile_memory_mb",
+                )
+            },
             workers=int(params.get("workers", max(1, int(hardware.cpus)))),
-            compile_timeout_s=float(params.get("compile_timeout_s", 60.0)),
-            compile_memory_mb=int(params.get("compile_memory_mb", 2048)),
             output_cap=hardware.output_kb * 1024,
         )
         for name, value in vars(limits).items():
             if value <= 0:
                 raise ValueError(f"limit {name} must be positive, got {value}")
+        if limits.cpu_kill_seconds < limits.cpu_seconds or limits.wall_kill_seconds < limits.wall_seconds:
+            raise ValueError("a kill backstop (cpu_kill_seconds, wall_kill_seconds) is below its time limit")
         return limits
 
 
@@ -108,9 +132,13 @@ class CaseRun:
     stdout: bytes
     """Captured stdout (empty unless ``status`` is ``ok``)."""
     seconds: float
-    """Wall time of the run, trusted clock."""
+    """Wall-clock seconds of the run, trusted clock (sandbox start-up and host load included)."""
     detail: str = ""
     """Why the case failed, for messages."""
+    cpu_seconds: float = float("nan")
+    """CPU seconds of the case's process tree (NaN where no cgroup measures it)."""
+    wait_seconds: float = float("nan")
+    """Seconds it waited for a CPU behind other work (NaN where not measured)."""
 
 
 def _tail(data: bytes, limit: int) -> str:
@@ -148,19 +176,41 @@ def compile_program(candidate: CandidateRuntime, limits: Limits) -> float:
     return res.seconds
 
 
+def signal_name(returncode: int | None) -> str:
+    """``SIGSEGV``-style name of a signal death (bwrap reports ``128 + signal``), else ``""``."""
+    if returncode is None:
+        return ""
+    sig = -returncode if returncode < 0 else (returncode - 128 if 128 < returncode < 160 else 0)
+    try:
+        return signal.Signals(sig).name if sig else ""
+    except ValueError:
+        return f"signal {sig}"
+
+
 def classify(res: ExecResult, limits: Limits) -> tuple[str, str]:
     """Status and reason of one finished run (see the module docstring)."""
+    cpu, measured = res.cpu_seconds, res.cpu_measured
+    active = res.seconds - (res.wait_seconds if res.wait_seconds == res.wait_seconds else 0.0)
+    used = f"{cpu:.3f} s CPU, " if measured else ""
+    times = f"({used}{active:.2f} s elapsed less CPU wait, {res.seconds:.2f} s wall-clock)"
     if res.timed_out:
-        which = "CPU-time" if res.limit == "cpu" else "wall-clock"
-        return TLE, f"killed by the {which} limit after {res.seconds:.2f} s"
+        which = {
+            "cpu": f"the {limits.cpu_kill_seconds:g} s CPU-time backstop",
+            "wall": f"the {limits.wall_kill_seconds:g} s elapsed-time backstop",
+        }.get(res.limit, f"the {limits.wall_cap_seconds:g} s wall-clock cap")
+        return TLE, f"killed by {which} {times}"
     if res.limit == "memory":  # the sandbox's cgroup OOM-killed it (a SIGKILL, not the CPU limit)
         return RUNTIME_ERROR, f"killed at the {limits.memory_mb} MiB memory limit"
-    if res.returncode in _KILL_CODES:
-        return TLE, f"killed by the {limits.cpu_seconds:g} s CPU-time limit (exit status {res.returncode})"
-    if res.cpu_seconds == res.cpu_seconds and res.cpu_seconds > limits.cpu_seconds:  # not NaN
-        return TLE, f"used {res.cpu_seconds:.2f} s of CPU time, limit {limits.cpu_seconds:g} s"
+    if cpu == cpu and cpu > limits.cpu_seconds:  # not NaN (unmeasured under bwrap: the launcher's)
+        return TLE, f"CPU time over the {limits.cpu_seconds:g} s limit {times}"
+    if active > limits.wall_seconds:
+        return TLE, f"elapsed time over the {limits.wall_seconds:g} s limit {times}"
+    if not measured and res.returncode in _KILL_CODES:
+        return TLE, f"killed by the CPU-time rlimit ({signal_name(res.returncode)}) {times}"
     if res.returncode != 0:
-        return RUNTIME_ERROR, f"exit status {res.returncode}" + (
+        sig = signal_name(res.returncode)
+        why = f"killed by {sig}" if sig else f"exit status {res.returncode}"
+        return RUNTIME_ERROR, why + (
             f"; stderr: {_tail(res.stderr, 300).strip()}" if res.stderr.strip() else ""
         )
     if res.limit == "output" and len(res.stdout) >= limits.output_cap:
@@ -170,10 +220,19 @@ def classify(res: ExecResult, limits: Limits) -> tuple[str, str]:
     return OK, ""
 
 
-def run_cases(candidate: CandidateRuntime, inputs: Sequence[bytes], limits: Limits) -> list[CaseRun]:
-    """Run ``./main`` once per input, ``limits.workers`` at a time.
+def case_cpus(workers: int) -> list[tuple[int, ...]]:
+    """One CPU per concurrently judged case, from this process's CPUs (never more cases than CPUs)."""
+    try:
+        mine = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return [()] * max(1, workers)
+    return [(c,) for c in mine[: max(1, min(workers, len(mine)))]]
 
-    Each run is a fresh sandboxed process with the CPU, memory and wall limits of one case, so a
+
+def run_cases(candidate: CandidateRuntime, inputs: Sequence[bytes], limits: Limits) -> list[CaseRun]:
+    """Run ``./main`` once per input, ``limits.workers`` at a time (at most one per CPU, pinned).
+
+    Each run is a fresh sandboxed process with the CPU, memory and time limits of one case, so a
     failure stays confined to its case.
 
     Returns:
@@ -185,23 +244,35 @@ def run_cases(candidate: CandidateRuntime, inputs: Sequence[bytes], limits: Limi
     """
     out: list[CaseRun | None] = [None] * len(inputs)
     short = threading.Event()
+    slots: queue.SimpleQueue[tuple[int, ...]] = queue.SimpleQueue()
+    cpus = case_cpus(limits.workers)
+    for c in cpus:
+        slots.put(c)
 
     def one(i: int) -> None:
-        if short.is_set() or candidate.remaining() < limits.wall_seconds + 0.5:
+        if short.is_set() or candidate.remaining() < limits.wall_kill_seconds + 0.5:
             short.set()
             return
-        res = candidate.run(
-            [f"./{BINARY_NAME}"],
-            inputs[i],
-            timeout=limits.wall_seconds,
-            cpu_seconds=limits.cpu_seconds,
-            memory_mb=limits.memory_mb,
-        )
+        cpu_set = slots.get()
+        try:
+            res = candidate.run(
+                [f"./{BINARY_NAME}"],
+                inputs[i],
+                timeout=limits.wall_cap_seconds,
+                cpu_seconds=limits.cpu_kill_seconds,
+                memory_mb=limits.memory_mb,
+                cpus=cpu_set or None,
+                active_seconds=limits.wall_kill_seconds,
+            )
+        finally:
+            slots.put(cpu_set)
         status, detail = classify(res, limits)
-        out[i] = CaseRun(i, status, res.stdout if status == OK else b"", res.seconds, detail)
+        stdout = res.stdout if status == OK else b""
+        cpu = res.cpu_seconds if res.cpu_measured else float("nan")
+        out[i] = CaseRun(i, status, stdout, res.seconds, detail, cpu, res.wait_seconds)
 
     t0 = time.perf_counter()
-    pool = ThreadPoolExecutor(max_workers=max(1, limits.workers), thread_name_prefix="ahc-case")
+    pool = ThreadPoolExecutor(max_workers=len(cpus), thread_name_prefix="ahc-case")
     try:
         for fut in [pool.submit(one, i) for i in range(len(inputs))]:
             fut.result()  # re-raises InfraError from the sandbox

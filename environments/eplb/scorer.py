@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from harness.evaluation.errors import CandidateInvalid
+from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
 from harness.scoring.subset import subset_of, unit_indices
 
@@ -211,6 +212,7 @@ class EplbScorer(Scorer):
         """
         steps = unit_indices(len(self.windows) - 1, self.params)
         b_exp, b_gpu, seconds = [], [], []
+        cases: list[CaseRecord] = []
         args0 = (
             self.windows[0].to(torch.float32),
             self.num_replicas,
@@ -231,6 +233,15 @@ class EplbScorer(Scorer):
             balance = simulate(log2phy, logcnt, self.windows[i + 1], self.num_replicas, self.num_gpus)
             b_exp.append(balance.expert)
             b_gpu.append(balance.gpu)
+            cases.append(
+                CaseRecord(
+                    name=f"window{i}->{i + 1}",
+                    status="ok",
+                    score=balance.expert,
+                    wall_seconds=seconds[-1],
+                    reason="expert balancedness on the next window; wall-clock s of the call less transport",
+                )
+            )
         mean_seconds = sum(seconds) / len(seconds)
         expert_balance = require_finite("balancedness_expert", sum(b_exp) / len(b_exp))
         gpu_balance = require_finite("balancedness_gpu", sum(b_gpu) / len(b_gpu))
@@ -246,5 +257,8 @@ class EplbScorer(Scorer):
         if subset_of(self.params) is not None:
             metrics["subset_size"] = float(len(steps))
         return ScoreOutcome(
-            score=combined, metrics=metrics, candidate_seconds=sum(seconds) + transport * len(seconds)
+            score=combined,
+            metrics=metrics,
+            candidate_seconds=sum(seconds) + transport * len(seconds),
+            cases=cases,
         )

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.envs.data import DataMissingError
 from harness.evaluation.errors import CandidateInvalid, InfraError
+from harness.evaluation.result import CaseRecord
 from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
 from harness.kernels.session import DriverParams, KernelSession
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
@@ -155,4 +156,16 @@ class KernelBenchScorer(Scorer):
             "timed_calls": float(len(times)),
         }
         metrics.update(self.device.metrics())
-        return ScoreOutcome(score=speedup, metrics=metrics)
+        clock = "host perf_counter (CPU run)" if self.device.device == "cpu" else "CUDA events"
+        trials = int(self.params.get("correct_trials", 5))
+        cases = [CaseRecord(name=f"correctness{k}", status="ok") for k in range(trials)]
+        cases += [
+            CaseRecord(
+                name=name,
+                status="ok",
+                score=us,
+                reason=f"mean of {n} calls in microseconds, timed by {clock}",
+            )
+            for name, us, n in (("reference", ref_us, len(ref_times)), ("kernel", kern_us, len(times)))
+        ]
+        return ScoreOutcome(score=speedup, metrics=metrics, cases=cases)

@@ -60,6 +60,7 @@ import numpy as np
 from harness.envs.data import ChecksumError, DataMissingError, expected_sha256, sha256_file
 from harness.envs.manifest import DataSource
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
+from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
 from harness.scoring.exchange import ExchangeDir
 from harness.scoring.subset import subset_of, unit_indices
@@ -291,10 +292,17 @@ class LlmSrScorer(Scorer):
                 metrics["log10_nmse_strong_fit"] = extra["log10_nmse_id"]
                 metrics["log10_nmse_ood_strong_fit"] = extra["log10_nmse_ood"]
             metrics["fit_calls_strong"] = float(fits[1].calls)
+        named = (("train", "train_nmse"), ("test_id", "nmse_id"), ("test_ood", "nmse_ood"))
+        cases = [
+            CaseRecord(name=split, status="ok", score=metrics[key], reason="NMSE of the fresh predictions")
+            for split, key in named
+            if key in metrics
+        ]
         return ScoreOutcome(
             score=metrics["log10_nmse_id"],
             metrics=metrics,
             candidate_seconds=call_seconds + run_seconds,
+            cases=cases,
         )
 
     def _subset_rows(self) -> np.ndarray | None:

@@ -17,8 +17,10 @@ from harness.evaluation.errors import InfraError
 from harness.kernels.checks import TensorOut, compare
 from harness.kernels.evaluate import Case, KernelTask
 from harness.kernels.scorer import KernelScorer
+from harness.scoring.api import CandidateRuntime, ScoreOutcome
 
 from .reference import WEIGHT_KEYS, MLAConfig, generate, mla_decode
+from .shim import GpuModeCandidate
 
 # Position of the KV cache among the flattened input tensors: the five weights, x, then the cache.
 CACHE_INDEX = len(WEIGHT_KEYS) + 1
@@ -86,6 +88,16 @@ class MLAScorer(KernelScorer):
             _cases(self.params.get("tests"), "tests", self.cfg),
             _cases(self.params.get("benchmarks"), "benchmarks", self.cfg),
         )
+
+    def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
+        """Score with GPU MODE's ``Config`` / ``KVCache`` objects available (see :mod:`.shim`).
+
+        Raises:
+            CandidateError: The submission failed to load or raised.
+            CandidateInvalid: An output or the cache is wrong.
+            CandidateTimeout: The budget ran out.
+        """
+        return super().score(GpuModeCandidate(candidate))  # type: ignore[arg-type]
 
     def task(self) -> KernelTask:
         """MLA decode on the chosen device."""

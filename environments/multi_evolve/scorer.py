@@ -33,6 +33,7 @@ import numpy as np
 
 from harness.envs.secret import heldout_seed
 from harness.evaluation.errors import CandidateInvalid
+from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
 from harness.scoring.subset import subset_of, unit_indices
 
@@ -193,6 +194,7 @@ class MultiEvolveScorer(Scorer):
         precisions: list[float] = []
         seconds = 0.0
         metrics: dict[str, float] = {}
+        cases: list[CaseRecord] = []
         for i in chosen:
             assay = self.assays[i]
             train = {k: (list(v) if isinstance(v, list) else np.array(v)) for k, v in assay.train.items()}
@@ -206,6 +208,15 @@ class MultiEvolveScorer(Scorer):
             precisions.append(prec)
             metrics[f"pearson_r_{i}"] = r
             metrics[f"precision_top5_{i}"] = prec
+            cases.append(
+                CaseRecord(
+                    name=f"assay{i}",
+                    status="ok",
+                    score=self.r_weight * r + self.precision_weight * prec,
+                    wall_seconds=float(result.seconds),
+                    reason=f"pearson r {r:.4f}, top-5% precision {prec:.4f}; wall-clock seconds of the call",
+                )
+            )
         mean_r = require_finite("pearson_r", sum(rs) / len(rs))
         mean_p = require_finite("precision_top5", sum(precisions) / len(precisions))
         combined = require_finite("combined", self.r_weight * mean_r + self.precision_weight * mean_p)
@@ -216,4 +227,4 @@ class MultiEvolveScorer(Scorer):
             metrics["subset_size"] = float(len(chosen))
         if self.key_id is not None:
             metrics["heldout_key"] = self.key_id
-        return ScoreOutcome(score=combined, metrics=metrics, candidate_seconds=seconds)
+        return ScoreOutcome(score=combined, metrics=metrics, candidate_seconds=seconds, cases=cases)

@@ -133,6 +133,12 @@ def compare(
         sys.stdout.write(comparison_csv(result))
     else:
         console.print(comparison_rich(result, width=console.width))
+        from .commands_reference import reference_lines
+
+        for v in variants:  # published programs scored here: labelled lines, outside the comparison
+            if (refs := reference_lines(leaderboard_dir, v.family, v.id)) is not None:
+                refs.title = f"{v.id}: {refs.title}"
+                console.print(refs)
     return 0
 
 
@@ -190,6 +196,13 @@ def plot(
             )
             for n in notes:
                 err_console.print(f"note: {n}")
+            from harness.references.fetch import load_rows
+
+            refs = {
+                r.name: float(r.score)
+                for r in load_rows(leaderboard_dir, v.family)
+                if r.variant == v.id and r.env_hash == v.hash and r.score is not None
+            }
             fig = curves_figure(
                 curves,
                 axis=x,
@@ -197,6 +210,7 @@ def plot(
                 y_init=v.progress.y_init,
                 y_target=v.progress.y_target,
                 title=f"{v.id}@{v.hash}: best so far ({'higher' if v.maximize else 'lower'} is better)",
+                references=refs,
             )
         written = save(fig, out)
     except (VersionMixError, ValueError) as e:

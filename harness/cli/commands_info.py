@@ -153,6 +153,10 @@ def leaderboard(
     older = int(s["older_duplicates"].sum())
     if older:
         console.print(f"[dim]{older} older run(s) of a seed already run by the same identity ignored.[/dim]")
+    from .commands_reference import reference_lines
+
+    if (refs := reference_lines(leaderboard_dir, v.family, v.id)) is not None:
+        console.print(refs)
     if stale and not all_versions:
         console.print(f"[dim]{stale} rows from other contents of {v.id} hidden (--all-versions).[/dim]")
     return 0

@@ -119,6 +119,12 @@ def eval_program(
             t.add_row(f"  {k}", fmt(x, 6))
         if r.reason:
             t.add_row("reason", r.reason[-1500:])
+        if r.cases:
+            by_status = Counter(c.status for c in r.cases)
+            t.add_row("cases", ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())))
+            for c in [c for c in r.cases if c.reason][:10]:
+                cpu = "" if c.cpu_seconds is None else f", {c.cpu_seconds:.3f} s CPU"
+                t.add_row(f"  {c.name}", f"{c.status}{cpu}: {c.reason}"[:300])
         d = r.durations
         t.add_row(
             "durations",

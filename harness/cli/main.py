@@ -12,7 +12,15 @@ import tyro
 from harness.envs.manifest import ManifestError
 from harness.envs.registry import UnknownIdError
 
-from . import commands_compare, commands_doctor, commands_images, commands_info, commands_modal, commands_run
+from . import (
+    commands_compare,
+    commands_doctor,
+    commands_images,
+    commands_info,
+    commands_modal,
+    commands_reference,
+    commands_run,
+)
 
 EXIT_USAGE = 2
 
@@ -29,6 +37,7 @@ COMMANDS: dict[str, Any] = {
     "compare": commands_compare.compare,
     "plot": commands_compare.plot,
     "report": commands_compare.report,
+    "reference": commands_reference.reference,
 }
 
 

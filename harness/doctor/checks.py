@@ -81,11 +81,21 @@ def check_memory() -> Check:
             "whole process tree); for per-candidate cgroups run as root with a writable cgroup "
             "hierarchy, or set EVOBENCH_CGROUP_PARENT to a delegated cgroup v2 directory"
         )
+    from harness.sandbox.limits.cpu import cpuacct_parent
+
+    cpu_parent = cpuacct_parent() if mech.kind != "cgroup-v2" else mech.hierarchy.memory_parent  # type: ignore[union-attr]
+    cpu_clock = f"cgroup counter under {cpu_parent}" if cpu_parent else None
+    details.append(
+        f"CPU time of a case (AHC time limits): {cpu_clock}"
+        if cpu_clock
+        else "CPU time of a case is not measurable here: AHC cases are TLE only at the RLIMIT_CPU kill (4 s)"
+    )
     facts = {
         "mechanism": mech.kind,
         "cgroup_parent": str(mech.hierarchy.memory_parent) if mech.hierarchy else None,
         "pids_controller": bool(mech.hierarchy and mech.hierarchy.pids),
         "address_space_limited": False,
+        "case_cpu_clock": cpu_clock,
     }
     return Check("memory", "ok" if mech.hierarchy else "warn", mech.describe(), details, facts)
 

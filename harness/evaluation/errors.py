@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .result import Status
+from collections.abc import Sequence
+
+from .result import CaseRecord, Status
 
 
 class EvaluationOutcome(Exception):
@@ -10,9 +12,11 @@ class EvaluationOutcome(Exception):
 
     status: Status = Status.ERROR
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, cases: Sequence[CaseRecord] = ()) -> None:
+        """Carry the reason and, where the scorer judged units before failing, their verdicts."""
         super().__init__(reason)
         self.reason = reason
+        self.cases = list(cases)
 
 
 class CandidateInvalid(EvaluationOutcome):

@@ -43,6 +43,35 @@ class PhaseDurations(BaseModel):
     """Everything from job receipt to result, including harness overhead."""
 
 
+class CaseRecord(BaseModel):
+    """Verdict on one unit of an evaluation (a test case, a benchmark shape, a split, an assay).
+
+    Times are labelled by what measured them: ``cpu_seconds`` is CPU time of the unit's process
+    tree (user + system, a cgroup's counter), ``wall_seconds`` is elapsed wall-clock time on the
+    trusted side. Either is None where the scorer does not measure it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Unit name (case file name, ``generated-<seed>``, shape, split)."""
+    status: str
+    """The family's verdict on the unit (AHC: ``ok``, ``tle``, ``runtime_error``, ``invalid_output``)."""
+    score: float | None = None
+    """The unit's score, when it has one."""
+    cpu_seconds: float | None = None
+    """CPU seconds (user + system) of the unit's process tree; None where not measured."""
+    wall_seconds: float | None = None
+    """Wall-clock seconds of the unit on the trusted clock; None where not measured."""
+    reason: str = ""
+    """Why the unit failed (the limit, the signal by name, the broken rule)."""
+
+    @field_validator("score", "cpu_seconds", "wall_seconds")
+    @classmethod
+    def _finite_or_none(cls, v: float | None) -> float | None:
+        return v if v is None or math.isfinite(v) else None
+
+
 def program_sha256(source: str) -> str:
     """Return the hex sha256 of a program's UTF-8 text (its content address)."""
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
@@ -79,6 +108,8 @@ class EvalResult(BaseModel):
     """Backend that ran the evaluation (``local``, ``docker``, ``modal``)."""
     attempts: int = 1
     """How many tries it took (infra errors are retried; candidate failures never)."""
+    cases: list[CaseRecord] = Field(default_factory=list)
+    """Per-unit verdicts (test cases, benchmarks, splits), for families that have units."""
 
     @field_validator("score")
     @classmethod

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.evaluation.errors import CandidateInvalid
+from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome
+from harness.evaluation.result import CaseRecord
 
 from .checks import StopRule, call_seed, geomean_floored
 from .session import KernelSession
@@ -58,6 +59,8 @@ class KernelReport:
     round_trip_us: float = 0.0
     """The same aggregate over the scorer's own round-trip times (transfer included): an upper
     bound the in-sandbox times cannot exceed, reported so that under-reporting stands out."""
+    cases: list[CaseRecord] = field(default_factory=list)
+    """Per-case verdicts: every test, then every benchmark (its score: mean microseconds per call)."""
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics for the result record."""
@@ -106,23 +109,43 @@ def run_cases(
         trips.append(timing.round_trip)
         return timing.seconds
 
-    for case in tests:
-        one(case, 0, "test")
-    means: dict[str, float] = {}
-    trip_means: list[float] = []
-    timed = 0
-    for case in benchmarks:
-        for w in range(warmup):
-            one(case, 1 + w, "warm-up")
-        times: list[float] = []
-        del trips[:]
-        while not stop.done(times):
-            times.append(one(case, 1 + warmup + len(times), "benchmark"))
-        trip_means.append(statistics.fmean(trips) * 1e6)
-        timed += len(times)
-        means[case.name] = statistics.fmean(times) * 1e6
-        if progress:
-            progress(f"{case.name}: {means[case.name]:.1f} us over {len(times)} calls")
     cpu = session.params.device == "cpu"
+    records: list[CaseRecord] = []
+    current = ""
+    try:
+        for case in tests:
+            current = case.name
+            one(case, 0, "test")
+            records.append(CaseRecord(name=case.name, status="ok"))
+        means: dict[str, float] = {}
+        trip_means: list[float] = []
+        timed = 0
+        for case in benchmarks:
+            current = case.name
+            for w in range(warmup):
+                one(case, 1 + w, "warm-up")
+            times: list[float] = []
+            del trips[:]
+            while not stop.done(times):
+                times.append(one(case, 1 + warmup + len(times), "benchmark"))
+            trip_means.append(statistics.fmean(trips) * 1e6)
+            timed += len(times)
+            means[case.name] = statistics.fmean(times) * 1e6
+            clock = "host perf_counter (CPU run)" if cpu else "CUDA events"
+            records.append(
+                CaseRecord(
+                    name=case.name,
+                    status="ok",
+                    score=means[case.name],
+                    wall_seconds=statistics.fmean(times) if cpu else None,  # CUDA time is neither
+                    reason=f"mean of {len(times)} calls in microseconds, timed by {clock}",
+                )
+            )
+            if progress:
+                progress(f"{case.name}: {means[case.name]:.1f} us over {len(times)} calls")
+    except EvaluationOutcome as e:
+        failed = CaseRecord(name=current, status=e.status.value, reason=e.reason[:500])
+        e.cases = [*records, failed]
+        raise
     score = geomean_floored(list(means.values()), floor_us)
-    return KernelReport(score, means, timed, cpu, geomean_floored(trip_means, floor_us))
+    return KernelReport(score, means, timed, cpu, geomean_floored(trip_means, floor_us), records)

@@ -76,4 +76,4 @@ class KernelScorer(Scorer):
             )
         metrics: dict[str, Any] = report.metrics()
         metrics.update(self.device.metrics())
-        return ScoreOutcome(score=report.score_us, metrics=metrics)
+        return ScoreOutcome(score=report.score_us, metrics=metrics, cases=report.cases)

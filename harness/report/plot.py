@@ -144,8 +144,12 @@ def curves_figure(
     y_target: float | None = None,
     title: str = "",
     level: float = 0.95,
+    references: Mapping[str, float] | None = None,
 ) -> Figure:
     """Best-so-far curves, one per agent: mean across seeds and a bootstrap CI band.
+
+    ``references`` (label -> score of a published program scored here) are drawn as dashed,
+    labelled horizontal lines, never as runs.
 
     Args:
         curves: Agent -> its runs' curves (:func:`~harness.compare.anytime.best_so_far`).
@@ -155,6 +159,7 @@ def curves_figure(
         y_target: Progress bound regarded as solved (for ``u``).
         title: Figure title.
         level: Confidence level of the bands.
+        references: Label -> score of a published reference program (dashed lines).
 
     Returns:
         The figure.
@@ -197,6 +202,10 @@ def curves_figure(
         n_max = int(count.max()) if count.size else 0
         what = f"n={len(runs)}" + ("" if n_max == len(runs) else f", {n_max} scored")
         ends.append((f"{agent} ({what})", float(mean[finite[-1]]) if finite.size else math.nan, color))
+    for name, value in sorted((references or {}).items()):
+        y = progress_of(pd.Series([value]), float(y_init), float(y_target))[0] if metric == "u" else value  # type: ignore[arg-type]
+        ax.axhline(float(y), color="0.35", ls="--", lw=1.2)
+        ends.append((f"[ref] {name}", float(y), "0.35"))
     ymin, ymax = ax.get_ylim()
     heights = [e[1] if math.isfinite(e[1]) else ymin for e in ends]
     for (text, _, color), y in zip(ends, _place_labels(heights, ymax - ymin), strict=True):

@@ -12,6 +12,7 @@ from harness.compare.anytime import best_so_far, read_candidates
 from harness.results.store import RunStore
 
 from . import page
+from .cases import cases_section
 from .plot import curves_figure, train_figure
 
 TRAIN_FILE = "train.parquet"
@@ -259,6 +260,7 @@ def build_run_report(run_dir: Path) -> str:
         )
     )
     sections.append(("Evaluation outcomes", status_section(cands)))
+    sections.append(("Per-case results", cases_section(cands, maximize)))
     sections.append(("LLM spend by role", llm_section(Path(run_dir))))
     sub = f"{info.agent} on {info.env_id}@{info.env_hash}, seed {info.seed}; {info.status}, "
     sub += f"{len(cands)} evaluations"

@@ -13,7 +13,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.envs.manifest import Direction
-from harness.evaluation.result import EvalResult, Status
+from harness.evaluation.result import CaseRecord, EvalResult, Status
 
 RunStatus = Literal["running", "finished", "interrupted", "failed"]
 LeaderboardState = Literal["none", "pending", "added"]
@@ -135,6 +135,9 @@ class CandidateRow(_Record):
     """JSON object of the scorer's named metrics."""
     reason: str = ""
     """Why a non-ok evaluation failed."""
+    cases_json: str = "[]"
+    """JSON list of per-unit verdicts (:class:`~harness.evaluation.result.CaseRecord`: name,
+    status, score, cpu_seconds, wall_seconds, reason); ``[]`` for families without units."""
     duration_setup: float = 0.0
     """Seconds spent starting the sandbox and loading the program."""
     duration_candidate: float = 0.0
@@ -169,6 +172,11 @@ class CandidateRow(_Record):
         """The decoded metrics dictionary."""
         out: dict[str, float] = json.loads(self.metrics_json)
         return out
+
+    @property
+    def cases(self) -> list[CaseRecord]:
+        """The decoded per-unit verdicts."""
+        return [CaseRecord.model_validate(c) for c in json.loads(self.cases_json)]
 
     @classmethod
     def from_result(
@@ -219,6 +227,7 @@ class CandidateRow(_Record):
             score=result.score,
             metrics_json=json.dumps(result.metrics, sort_keys=True),
             reason=result.reason,
+            cases_json=json.dumps([c.model_dump(mode="json") for c in result.cases]),
             duration_setup=d.setup,
             duration_candidate=d.candidate,
             duration_score=d.score,

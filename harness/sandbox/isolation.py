@@ -155,7 +155,9 @@ def sandbox_env(hw: Hardware, uid: int) -> dict[str, str]:
     """
     access = sandbox_gpus(hw, uid)
     if access is None:
-        return candidate_env(hw.cpus)
+        # Without a GPU, Triton can only run in its interpreter (on CPU tensors): tiny variants
+        # then run Triton submissions too (slowly; their times are labelled CPU times).
+        return candidate_env(hw.cpus, {"TRITON_INTERPRET": "1"})
     level = detect_isolation().level
     # bwrap binds only the assigned nodes and a container holds only its own GPUs: the candidate
     # sees them as 0..k-1. Elsewhere every GPU is visible and host numbers select them.

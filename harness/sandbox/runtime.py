@@ -8,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from . import wire
 from .isolation import preexec, rlimits, sandbox_command, sandbox_env
 from .lifetime import tagged_tempdir
 from .limits import CandidateMemory, CgroupError
+from .limits.cpu import CaseClock
 from .process import CandidateConnection, CappedReader, Zygote, kill_candidate_uid, kill_group, launch_cold
 
 LAUNCHER_PIDS = 4
@@ -176,6 +178,8 @@ class SandboxedCandidate:
         timeout: float,
         cpu_seconds: float | None = None,
         memory_mb: int | None = None,
+        cpus: tuple[int, ...] | None = None,
+        active_seconds: float | None = None,
     ) -> ExecResult:
         """Run a command in a fresh sandboxed process (see ``CandidateRuntime.run``).
 
@@ -184,6 +188,7 @@ class SandboxedCandidate:
         """
         timeout = min(timeout, max(self.remaining(), 0.0))
         lim = rlimits(self.hw, cpu_seconds=cpu_seconds, memory_mb=memory_mb)
+        watch = _Watch(cpu_seconds, active_seconds, cpus)
         cmd = sandbox_command(
             argv, workdir=self._workdir, uid=self.uid, hw=self.hw, nproc=lim.get("RLIMIT_NPROC")
         )
@@ -192,8 +197,9 @@ class SandboxedCandidate:
         except CgroupError as e:
             raise InfraError(str(e)) from e
         try:
-            return self._run(cmd, lim, memory, stdin, timeout, cpu_seconds)
+            return self._run(cmd, lim, memory, stdin, timeout, cpu_seconds, watch)
         finally:
+            watch.close()
             memory.close()
 
     def _run(
@@ -204,11 +210,14 @@ class SandboxedCandidate:
         stdin: bytes,
         timeout: float,
         cpu_seconds: float | None,
+        watch: _Watch,
     ) -> ExecResult:
         apply = preexec(lim)
+        watch.start(memory)
 
         def _preexec() -> None:
             memory.join()
+            watch.join()
             apply()
 
         t0 = time.perf_counter()
@@ -230,10 +239,10 @@ class SandboxedCandidate:
         threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
         timed_out, limit = False, ""
         try:
-            _, status, usage = _wait4(proc, timeout)
-        except TimeoutError:
+            _, status, usage = _wait4(proc, timeout, watch.over)
+        except TimeoutError as e:
             kill_group(proc)
-            timed_out, limit, status, usage = True, "wall", -9, None
+            timed_out, limit, status, usage = True, str(e) or "wall", -9, None
         kill_candidate_uid(self.uid)
         seconds = time.perf_counter() - t0
         with self._time_lock:
@@ -250,7 +259,12 @@ class SandboxedCandidate:
         # Only meaningful without bwrap: there wait4 sees the command's own CPU time; under bwrap it
         # is the launcher's (the kernel still enforces RLIMIT_CPU on the command itself).
         cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else float("nan")
-        return ExecResult(rc, out.tail(), err.tail(), seconds, cpu, timed_out, limit)
+        measured, wait = False, float("nan")
+        if watch.clock is not None and watch.clock.available:  # the tree's own, precise figures
+            cpu, wait, measured = watch.clock.cpu_seconds(), watch.clock.wait_seconds, True
+            if cpu_seconds is not None and cpu > cpu_seconds and not timed_out:
+                timed_out, limit, rc = True, "cpu", None  # ended between two polls, past the limit
+        return ExecResult(rc, out.tail(), err.tail(), seconds, cpu, timed_out, limit, wait, measured)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _start(self) -> CandidateConnection:
@@ -408,8 +422,14 @@ def _feed(pipe: Any, data: bytes) -> None:
             pass
 
 
-def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, int, Any]:
-    """Wait for ``proc`` with a timeout and return (pid, status, rusage) of it and its children."""
+def _wait4(
+    proc: subprocess.Popen[bytes], timeout: float, over: Callable[[], str] = lambda: ""
+) -> tuple[int, int, Any]:
+    """Wait for ``proc`` and return (pid, status, rusage) of it and its children.
+
+    Raises:
+        TimeoutError: ``timeout`` passed (message empty) or ``over()`` named a limit (the message).
+    """
     deadline = time.monotonic() + timeout
     delay = 0.0005
     while True:
@@ -419,5 +439,44 @@ def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, int, Any
             return pid, status, usage
         if time.monotonic() >= deadline:
             raise TimeoutError
+        if which := over():
+            raise TimeoutError(which)
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
+
+
+class _Watch:
+    """Precise CPU / active-time limits and CPU pinning of one :meth:`SandboxedCandidate.run`."""
+
+    def __init__(self, cpu_seconds: float | None, active_seconds: float | None, cpus: tuple[int, ...] | None):
+        self.cpu_seconds, self.active_seconds, self.cpus = cpu_seconds, active_seconds, cpus
+        self.clock: CaseClock | None = None
+
+    def start(self, memory: CandidateMemory) -> None:
+        """Make the clock (just before the process starts, so its elapsed time is the run's)."""
+        if self.cpu_seconds is not None or self.active_seconds is not None:
+            cg = memory.cgroup
+            self.clock = CaseClock(cg.memory_dir if cg else None, cg.hier.version if cg else None)
+
+    def join(self) -> None:
+        """``preexec_fn`` part: join the clock's group and the pinned CPUs."""
+        if self.clock is not None:
+            self.clock.join()
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)
+
+    def over(self) -> str:
+        """``cpu`` / ``wall`` when a limit is exceeded now, else ``""``."""
+        if self.clock is None:
+            return ""
+        self.clock.sample()
+        if self.cpu_seconds is not None and self.clock.cpu_seconds() > self.cpu_seconds:  # NaN: False
+            return "cpu"
+        if self.active_seconds is not None and self.clock.active_seconds > self.active_seconds:
+            return "wall"
+        return ""
+
+    def close(self) -> None:
+        """Remove the clock's group."""
+        if self.clock is not None:
+            self.clock.close()

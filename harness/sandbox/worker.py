@@ -16,7 +16,7 @@ from harness.envs.data import DataMissingError, family_data_dir, require_data
 from harness.envs.manifest import Language
 from harness.envs.registry import Registry, Variant, default_registry
 from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome, InfraError
-from harness.evaluation.result import EvalResult, PhaseDurations, Status, program_sha256
+from harness.evaluation.result import CaseRecord, EvalResult, PhaseDurations, Status, program_sha256
 from harness.scoring.api import Scorer
 from harness.scoring.device import bind_worker_slot
 
@@ -151,6 +151,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
     durations = PhaseDurations()
     cand: SandboxedCandidate | None = None
     outcome_seconds: float | None = None
+    cases: list[CaseRecord] = []
     try:
         scorer = state.scorer(variant)
         deadline = time.monotonic() + variant.timeout_s
@@ -176,9 +177,11 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
         if not math.isfinite(outcome.score) or not all(math.isfinite(v) for v in outcome.metrics.values()):
             raise CandidateInvalid("the score or a metric is not finite")
         status, score, metrics, reason = Status.OK, float(outcome.score), dict(outcome.metrics), ""
+        cases = list(outcome.cases)
     except EvaluationOutcome as e:
         scoring = time.perf_counter() - t_start
         status, score, metrics, reason = e.status, None, {}, e.reason
+        cases = list(e.cases)
     except DataMissingError as e:
         scoring = 0.0
         status, score, metrics, reason = Status.INFRA_ERROR, None, {}, str(e)
@@ -210,6 +213,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
         stdout_tail=_tail(cand.stdout_tail) if cand else "",
         stderr_tail=_tail(cand.stderr_tail) if cand else "",
         durations=durations,
+        cases=cases,
         **base,
     )
 

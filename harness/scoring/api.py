@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.evaluation.errors import CandidateInvalid
+from harness.evaluation.result import CaseRecord
 
 if TYPE_CHECKING:
     from harness.envs.registry import Variant
@@ -49,6 +50,10 @@ class ExecResult:
     """Whether a wall or CPU limit killed it."""
     limit: str = ""
     """Which limit ended it (``wall``, ``cpu``, ``memory``, ``output``), if any."""
+    wait_seconds: float = float("nan")
+    """Seconds the tree waited for a CPU (host load), when measured; NaN otherwise."""
+    cpu_measured: bool = False
+    """Whether ``cpu_seconds`` is the whole tree's exact figure (a cgroup's counter)."""
 
 
 class CandidateRuntime(Protocol):
@@ -119,8 +124,15 @@ class CandidateRuntime(Protocol):
         timeout: float,
         cpu_seconds: float | None = None,
         memory_mb: int | None = None,
+        cpus: tuple[int, ...] | None = None,
+        active_seconds: float | None = None,
     ) -> ExecResult:
         """Run a command in a fresh sandboxed process whose cwd holds the candidate's files.
+
+        ``cpu_seconds`` kills the tree once its CPU time exceeds it (precisely where a cgroup
+        measures it, else by ``RLIMIT_CPU`` in whole seconds); ``cpus`` pins it to those CPUs;
+        ``active_seconds`` kills it once elapsed time minus its run-queue wait exceeds it
+        (``timeout`` stays the absolute wall cap).
 
         Raises:
             InfraError: The sandbox could not be started.
@@ -147,6 +159,8 @@ class ScoreOutcome:
     """All reported metrics (finite)."""
     candidate_seconds: float = 0.0
     """Time spent inside candidate calls, for the phase breakdown."""
+    cases: list[CaseRecord] = field(default_factory=list)
+    """Per-unit verdicts (test cases, benchmarks, splits), where the family has units."""
 
 
 class Scorer(ABC):

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness.evaluation.result import EvalResult, PhaseDurations, Status, program_sha256
+from harness.evaluation.result import CaseRecord, EvalResult, PhaseDurations, Status, program_sha256
 from harness.results import atomic
 from harness.results.atomic import (
     atomic_write_bytes,
@@ -377,6 +377,27 @@ def test_candidate_row_from_result() -> None:
     assert (row.backend, row.attempts, row.score, row.status) == ("docker", 2, 3.5, Status.OK)
     assert (row.tokens_in, row.tokens_out, row.cost_usd, row.program_sha256) == (10, 5, 0.01, "s" * 64)
     assert CandidateRow.model_validate_json(row.model_dump_json()) == row
+    assert row.cases == [] and row.cases_json == "[]"
+
+
+def test_candidate_row_keeps_per_case_records_through_parquet(tmp_path: Path) -> None:
+    cases = [
+        CaseRecord(name="c0", status="ok", score=7.0, cpu_seconds=1.96, wall_seconds=9.8),
+        CaseRecord(name="c1", status="runtime_error", score=0.0, cpu_seconds=0.01, reason="killed by SIGFPE"),
+        CaseRecord(name="c2", status="tle", score=0.0, cpu_seconds=float("nan")),  # unmeasured -> None
+    ]
+    env: dict[str, Any] = dict(env_id="eplb-tiny", env_version="1.0.0", env_hash="h")
+    res = EvalResult(status=Status.OK, score=2.3, cases=cases, program_sha256="s" * 64, **env)
+    assert res.cases[2].cpu_seconds is None and res.cases[2].wall_seconds is None
+    where: dict[str, Any] = dict(run_id="run-1", seq=0, iteration=0, thread=0, parent_id=None)
+    row = CandidateRow.from_result(res, **where, started_at="t0", finished_at="t1")
+    assert row.cases == res.cases
+    with RunStore.create(tmp_path / "run-1", make_info()) as store:
+        store.append(row)
+        store.flush_parquet()
+        back = json.loads(store.read_parquet()["cases_json"].iloc[0])
+    assert [c["status"] for c in back] == ["ok", "runtime_error", "tle"]
+    assert back[1]["reason"] == "killed by SIGFPE" and back[0]["cpu_seconds"] == 1.96
 
 
 def test_provenance() -> None:

@@ -128,6 +128,10 @@ def test_spinning_on_one_case_is_a_tle_there_only(
     assert counts(result) == (3, 1, 0, 0)
     assert result.score == pytest.approx(3 / 4)  # three whole-square answers worth 1 each
     assert result.metrics["max_case_seconds"] >= 1.9  # the spinner used its 2 s of CPU
+    spinner = result.cases[1]
+    assert spinner.status == "tle" and "3.1 s CPU-time backstop" in spinner.reason
+    assert spinner.cpu_seconds is not None and 3.1 <= spinner.cpu_seconds < 3.5  # killed at the backstop
+    assert [c.status for c in result.cases] == ["ok", "tle", "ok", "ok"]
 
 
 def test_sleep_crash_memory_and_garbage_stay_in_their_case(
@@ -141,7 +145,11 @@ def test_sleep_crash_memory_and_garbage_stay_in_their_case(
     assert result.status is Status.OK, result.reason
     assert counts(result) == (1, 1, 2, 0)
     assert result.score == pytest.approx(1 / 4)
-    assert result.metrics["max_case_seconds"] >= 5.9  # the sleeper hit the 6 s wall-clock limit
+    assert result.metrics["max_case_seconds"] >= 4.4  # the sleeper hit the 4.5 s elapsed backstop
+    sleeper, crash, hog = result.cases[:3]
+    assert sleeper.status == "tle" and "4.5 s elapsed-time backstop" in sleeper.reason
+    assert crash.status == "runtime_error" and "killed by SIGSEGV" in crash.reason
+    assert hog.status == "runtime_error" and "memory limit" in hog.reason
 
 
 def test_output_rules_in_the_sandbox(backend: object, tiny: Variant, cases: Ahc039Scorer) -> None:
@@ -209,6 +217,9 @@ def test_initial_program_via_bench_eval_tiny(tmp_path: Path, data_cache: Path, t
     assert res["status"] == "ok"
     assert res["metrics"]["cases_ok"] == 4
     assert res["score"] == pytest.approx(tiny.progress.y_init)  # deterministic program, pinned bound
+    cases = res["cases"]  # per-case records in --json
+    assert [c["status"] for c in cases] == ["ok"] * 4 and sum(c["score"] for c in cases) == 1709
+    assert all(0 < c["cpu_seconds"] < 2.0 and c["wall_seconds"] > 0 for c in cases)
 
 
 @pytest.mark.slow

@@ -67,14 +67,14 @@ class FakeRuntime:
     def remaining(self) -> float:
         return self.budget
 
-    def run(self, argv, stdin=b"", *, timeout, cpu_seconds=None, memory_mb=None):  # noqa: ANN001, ANN201
+    def run(self, argv, stdin=b"", *, timeout, cpu_seconds=None, memory_mb=None, **_kw):  # noqa: ANN001, ANN003, ANN201
         with self.lock:
             self.commands.append(list(argv))
         if argv[0] == "g++":
             if self.compile_result.returncode == 0:
                 (self._workdir / "main").write_bytes(b"\x7fELF")
             return self.compile_result
-        assert argv == ["./main"] and cpu_seconds == 2.0 and memory_mb == 1024
+        assert argv == ["./main"] and cpu_seconds == 3.1 and memory_mb == 1024
         return self.respond(stdin)
 
 
@@ -123,12 +123,45 @@ def test_classify(result: ExecResult, status: str) -> None:
         assert "rule 'output-size'" in detail
 
 
+MEASURED = Limits()  # ALE-Bench's rules: 2.0 s CPU / 2.5 s elapsed; kills at 3.1 s / 4.5 s
+
+
+def measured(rc: int | None, wall: float, cpu: float, wait: float = 0.0, **kw: object) -> ExecResult:
+    """A run whose CPU time a cgroup counted (``cpu_measured``) and whose CPU wait was sampled."""
+    return ExecResult(rc, b"4\n", b"", wall, cpu, wait_seconds=wait, cpu_measured=True, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("result", "status", "needle"),
+    [
+        (measured(0, 2.1, 1.999), OK, ""),
+        (measured(0, 30.0, 1.95, wait=28.0), OK, ""),  # waited behind other work: not the program's time
+        (measured(0, 2.3, 2.2), TLE, "CPU time over the 2 s limit (2.200 s CPU"),
+        (measured(0, 3.0, 0.1, wait=0.2), TLE, "elapsed time over the 2.5 s limit"),  # slept
+        (measured(None, 3.2, 3.11, timed_out=True, limit="cpu"), TLE, "3.1 s CPU-time backstop"),
+        (measured(None, 9.0, 0.01, wait=4.0, timed_out=True, limit="wall"), TLE, "4.5 s elapsed-time"),
+        (measured(128 + signal.SIGKILL, 0.5, 0.4), RUNTIME_ERROR, "killed by SIGKILL"),  # not a CPU kill
+        (measured(128 + signal.SIGFPE, 0.1, 0.01), RUNTIME_ERROR, "killed by SIGFPE"),
+        (measured(-signal.SIGSEGV, 0.1, 0.01), RUNTIME_ERROR, "killed by SIGSEGV"),
+    ],
+)
+def test_classify_with_measured_cpu_follows_ale_bench(result: ExecResult, status: str, needle: str) -> None:
+    got, detail = classify(result, MEASURED)
+    assert got == status, detail
+    assert needle in detail and "6.12" not in detail
+    if status == TLE:
+        assert "s wall-clock)" in detail  # every time in a reason says which clock it is
+
+
 def test_limits_reject_nonpositive_values(tiny: Variant) -> None:
     with pytest.raises(ValueError, match="cpu_seconds"):
         Limits.from_params({"cpu_seconds": 0}, tiny.hardware)
+    with pytest.raises(ValueError, match="backstop"):
+        Limits.from_params({"cpu_kill_seconds": 1.5}, tiny.hardware)
     limits = Limits.from_params(tiny.scorer_params, tiny.hardware)
     assert limits.workers == 2 and limits.output_cap == tiny.hardware.output_kb * 1024
-    assert limits.cpu_seconds == 2.0 and limits.memory_mb == 1024
+    assert limits.cpu_seconds == 2.0 and limits.memory_mb == 1024 and limits.wall_seconds == 2.5
+    assert limits.cpu_kill_seconds == 3.1 and limits.wall_kill_seconds == 4.5
 
 
 # -- strict integer parsing ----------------------------------------------------------------------
@@ -223,7 +256,11 @@ def test_random_bytes_never_crash_the_judge(scorer: Ahc039Scorer) -> None:
     ("status_of", "exc", "needle"),
     [
         (lambda i: ok_run(b"nonsense"), CandidateInvalid, "rule 'format'"),
-        (lambda i: ExecResult(139, b"", b"Segmentation fault", 0.1, 0.0), CandidateError, "exit status 139"),
+        (
+            lambda i: ExecResult(139, b"", b"Segmentation fault", 0.1, 0.0),
+            CandidateError,
+            "killed by SIGSEGV",
+        ),
         (
             lambda i: ExecResult(None, b"", b"", 6.0, float("nan"), True, "wall"),
             CandidateTimeout,
@@ -252,7 +289,7 @@ def test_compile_error_is_an_error_with_the_compiler_message(scorer: Ahc039Score
 
 def test_exhausted_budget_is_a_timeout(scorer: Ahc039Scorer, tmp_path: Path) -> None:
     with pytest.raises(CandidateTimeout, match="time budget ran out"):
-        scorer.score(FakeRuntime(tmp_path, lambda stdin: ok_run(RECT), budget=5.0))
+        scorer.score(FakeRuntime(tmp_path, lambda stdin: ok_run(RECT), budget=4.0))  # < 4.5 s backstop
 
 
 def test_full_variant_without_data_names_the_fetch_command(tmp_path: Path) -> None:

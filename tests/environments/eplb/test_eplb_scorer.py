@@ -111,6 +111,9 @@ def test_initial_program_scores_ok(tiny: Variant, tmp_path: Path) -> None:
     out = s.score(rt)
     scorer_compute = time.perf_counter() - t0 - out.candidate_seconds
     assert scorer_compute < 1.0
+    assert len(out.cases) == len(s.windows) - 1 and all(c.status == "ok" for c in out.cases)  # per window
+    mean = sum(c.score or 0.0 for c in out.cases) / len(out.cases)
+    assert mean == pytest.approx(out.metrics["balancedness_expert"])
     m = out.metrics
     assert set(m) == {
         "combined",

@@ -68,6 +68,10 @@ def test_tiny_variant_scores_live_speedup_of_the_initial_program() -> None:
     assert res.score == pytest.approx(m["ref_us"] / m["kernel_us"])
     assert m["ref_us"] > 0 and m["kernel_us"] > 0 and m["timing_cpu"] == 1.0
     assert m["fast_1"] == float(res.score > 1.0)
+    by_name = {c.name: c for c in res.cases}
+    kernel = by_name["kernel"]
+    assert kernel.score == pytest.approx(m["kernel_us"]) and "perf_counter" in kernel.reason
+    assert by_name["reference"].score == pytest.approx(m["ref_us"]) and by_name["correctness0"].status == "ok"
 
 
 def test_gpu_family_default_refuses_without_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -204,6 +204,8 @@ def test_initial_program_extrapolates_on_the_synthetic_landscape(scorer: MultiEv
         assert out.metrics[f"pearson_r_{i}"] > 0.7
     assert out.score == pytest.approx(0.7 * out.metrics["pearson_r"] + 0.3 * out.metrics["precision_top5"])
     assert out.score == out.metrics["combined"]
+    assert [c.name for c in out.cases] == [f"assay{i}" for i in range(len(scorer.assays))]
+    assert sum(c.score or 0.0 for c in out.cases) / len(out.cases) == pytest.approx(out.score)
     # The manifest's tiny y_init is this score (update both together).
     assert out.score == pytest.approx(default_registry().get("multi-evolve-tiny").progress.y_init, abs=5e-4)
 

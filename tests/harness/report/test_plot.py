@@ -112,3 +112,11 @@ def test_curves_figure_labels_lines_directly_and_writes_valid_svg(tmp_path: Path
     ET.parse(path)
     with pytest.raises(ValueError, match=".png or .svg"):
         save(fig, tmp_path / "c.pdf")
+    ref = curves_figure({"alpha": a}, axis="cost_usd", references={"ttt": 2.75})
+    ax = ref.axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == ["[ref] ttt", "alpha (n=2)"]  # labelled, not a run
+    assert any(list(line.get_ydata()) == [2.75, 2.75] and line.get_linestyle() == "--" for line in ax.lines)
+    u = curves_figure(
+        {"alpha": a}, axis="cost_usd", metric="u", y_init=1.0, y_target=3.0, references={"t": 2.0}
+    )
+    assert any(list(line.get_ydata()) == [0.5, 0.5] for line in u.axes[0].lines)  # on the u scale
