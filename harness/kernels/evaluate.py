@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from harness.evaluation.errors import CandidateInvalid
 
 from .checks import StopRule, call_seed, geomean_floored
-from .session import KernelSession
+from .session import KernelSession, OutSpec
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,13 @@ class KernelTask(Protocol):
         """The call's arguments for ``case``, generated from ``seed`` (trusted side)."""
         ...
 
+    def expected(self, case: Case, args: Any) -> list[OutSpec]:
+        """The output tensors' ``(dtype, shape)`` for ``args``, in output order.
+
+        A reply declaring anything else is refused before its bytes are allocated.
+        """
+        ...
+
     def check(self, case: Case, args: Any, out: Any) -> None:
         """Compute the reference for ``args`` and compare ``out``.
 
@@ -51,13 +58,17 @@ class KernelReport:
     """Outcome of one evaluation."""
 
     score_us: float
-    """Geometric mean (floored) of the per-benchmark mean times, in microseconds."""
+    """Geometric mean (floored) of the per-benchmark counted means (``CaseBound.mean``), in µs."""
     bench_means_us: dict[str, float]
     timed_calls: int
     cpu_timing: bool
     round_trip_us: float = 0.0
     """The same aggregate over the scorer's own round-trip times (transfer included): an upper
     bound the in-sandbox times cannot exceed, reported so that under-reporting stands out."""
+    overhead_us: float = 0.0
+    """Mean over cases of the calibrated transport floor (fastest trusted echo round trip)."""
+    bound_cases: int = 0
+    """Cases whose counted mean is the trusted bound (it exceeded the sandbox's mean)."""
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics for the result record."""
@@ -65,6 +76,8 @@ class KernelReport:
             "score_us": self.score_us,
             "timed_calls": float(self.timed_calls),
             "round_trip_us": self.round_trip_us,
+            "overhead_us": self.overhead_us,
+            "bound_cases": float(self.bound_cases),
         }
         m.update({f"{k}_us": v for k, v in self.bench_means_us.items()})
         return m
@@ -93,11 +106,14 @@ def run_cases(
     calls = 0
 
     trips: list[float] = []
+    floors: list[float] = []
+    bound = 0
 
     def one(case: Case, k: int, what: str) -> float:
         nonlocal calls
         args = task.inputs(case, call_seed(secret, case.seed, k))
-        out, timing = session.call(args, f"{what} {case.name}")
+        timed = what == "benchmark"
+        out, timing = session.call(args, f"{what} {case.name}", task.expected(case, args), timed=timed)
         try:
             task.check(case, args, out)
         except CandidateInvalid as e:
@@ -118,11 +134,19 @@ def run_cases(
         del trips[:]
         while not stop.done(times):
             times.append(one(case, 1 + warmup + len(times), "benchmark"))
+
+        def more(c: Case = case, t: list[float] = times) -> float:
+            return one(c, 1 + warmup + len(t), "benchmark")
+
+        mean, b = session.close_case(times, more, f"benchmark {case.name}")
+        floors.append(b.overhead_lo)
+        bound += b.lower > statistics.fmean(times)
         trip_means.append(statistics.fmean(trips) * 1e6)
         timed += len(times)
-        means[case.name] = statistics.fmean(times) * 1e6
+        means[case.name] = mean * 1e6
         if progress:
             progress(f"{case.name}: {means[case.name]:.1f} us over {len(times)} calls")
     cpu = session.params.device == "cpu"
     score = geomean_floored(list(means.values()), floor_us)
-    return KernelReport(score, means, timed, cpu, geomean_floored(trip_means, floor_us))
+    trip = geomean_floored(trip_means, floor_us)
+    return KernelReport(score, means, timed, cpu, trip, statistics.fmean(floors) * 1e6, bound)
