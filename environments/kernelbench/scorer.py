@@ -148,6 +148,7 @@ class KernelBenchScorer(Scorer):
                 l2_flush_bytes=int(self.params.get("l2_flush_bytes", 0)),
                 threads=int(self.params.get("threads", 1)),
                 timing_floor_s=float(self.params.get("timing_floor_us", 200.0)) * 1e-6,
+            transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
             )
 
         # The reference runs first, in its own sandboxed session, under the same protocol. Its

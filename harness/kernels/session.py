@@ -59,10 +59,11 @@ class DriverParams:
     """Trusted lower bounds below this are noise: no ``timing`` verdict is drawn from them."""
     calibration_reps: int = 7
     """Echo round trips per request signature when calibrating the transport overhead."""
-    transport_slack: float = 0.25
-    """Margin on the echo's transport floor (a fraction of it): the sandboxed driver pays a little
-    more per request than the echo (measured ~0.1 ms of ~0.5 ms on CPU), which must not count as
-    kernel time."""
+    transport_slack: float = 0.1
+    """Relative margin on the echo's transport floor (a fraction of it)."""
+    transport_margin_s: float = 100e-6
+    """Absolute margin: the sandboxed driver pays a little more per request than the echo
+    (measured 0-0.12 ms on the 2-core CPU machine), which must not count as kernel time."""
     confirm_calls: int = 10
     """Extra timed calls at most while a case looks :meth:`KernelSession.suspect` (noise clears)."""
 
@@ -106,8 +107,9 @@ class CaseBound:
     """The trusted lower bound of one benchmark case's per-call time."""
 
     lower: float
-    """``max(0, fastest round trip - (1 + slack) * fastest echo)``: noise only adds to round
-    trips, so the minima bound the kernel's fastest call from below, whatever the sandbox reports."""
+    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin)``: noise only adds to
+    round trips, so the minima bound the kernel's fastest call from below, whatever the sandbox
+    reports."""
     fastest_round_trip: float
     """Fastest timed round trip of the case."""
     overhead_lo: float
@@ -348,7 +350,8 @@ class KernelSession:
         floor = self._echo.overhead(*self._last).lo  # the latest minimum (more samples may exist)
         fastest = min(c.round_trip for c in self._timed)
         rep = statistics.median(c.seconds for c in self._timed)
-        lower = max(0.0, fastest - (1.0 + self.params.transport_slack) * floor)
+        p = self.params
+        lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s)
         return CaseBound(lower, fastest, floor, rep, len(self._timed))
 
     def suspect(self) -> bool:
