@@ -93,6 +93,9 @@ class CallTiming:
     """High quantile of the calibrated echo round trips (0 for an untimed call)."""
     overhead_lo: float
     """Fastest calibrated echo round trip, the transport floor (0 for an untimed call)."""
+    echo: float
+    """Trusted echo round trip of the same request made right after this call, under the same
+    machine load (0 for an untimed call)."""
     cpu: bool
     """Whether ``seconds`` is a CPU time."""
 
@@ -107,13 +110,13 @@ class CaseBound:
     """The trusted lower bound of one benchmark case's per-call time."""
 
     lower: float
-    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin)``: noise only adds to
-    round trips, so the minima bound the kernel's fastest call from below, whatever the sandbox
-    reports."""
+    """``max(0, min over calls of (round trip - (1 + slack) * its paired echo) - margin)``: each
+    call's echo shares its moment's load, and the smallest difference bounds the kernel's
+    fastest call from below, whatever the sandbox reports."""
     fastest_round_trip: float
-    """Fastest timed round trip of the case."""
+    """Round trip of the call that gave the bound."""
     overhead_lo: float
-    """Fastest echo round trip of the case's request signature."""
+    """Its paired echo round trip (the transport it was charged)."""
     reported_median: float
     """Median of the sandbox's reported per-call times."""
     calls: int
@@ -323,12 +326,15 @@ class KernelSession:
             raise CandidateError(
                 f"{what}: malformed reply from the sandbox: {type(e).__name__}: {e}"
             ) from None
-        timing = self._timing(host, event, round_trip, oh)
+        echo = self._echo.pair(request, arrays) if timed and self._echo is not None else 0.0
+        timing = self._timing(host, event, round_trip, oh, echo)
         if timed:
             self._timed.append(timing)
         return out, timing
 
-    def _timing(self, host: float, event: float | None, round_trip: float, oh: Overhead) -> CallTiming:
+    def _timing(
+        self, host: float, event: float | None, round_trip: float, oh: Overhead, echo: float
+    ) -> CallTiming:
         if not (math.isfinite(host) and 0.0 <= host <= round_trip):
             raise CandidateInvalid(
                 f"rule 'timing': reported host time {host:.6g} s is outside "
@@ -337,7 +343,7 @@ class KernelSession:
         if event is not None and not (math.isfinite(event) and 0.0 <= event <= host):
             raise CandidateInvalid(f"rule 'timing': event time {event:.6g} s exceeds host time {host:.6g} s")
         reported = host if event is None else event
-        return CallTiming(reported, host, round_trip, oh.hi, oh.lo, event is None)
+        return CallTiming(reported, host, round_trip, oh.hi, oh.lo, echo, event is None)
 
     def case_bound(self) -> CaseBound:
         """The trusted bound over the current case's timed calls so far.
@@ -345,14 +351,16 @@ class KernelSession:
         Raises:
             ValueError: No timed call since the last :meth:`end_case`.
         """
-        if not self._timed or self._last is None or self._echo is None:
+        if not self._timed:
             raise ValueError("no timed call in this case")
-        floor = self._echo.overhead(*self._last).lo  # the latest minimum (more samples may exist)
-        fastest = min(c.round_trip for c in self._timed)
-        rep = statistics.median(c.seconds for c in self._timed)
         p = self.params
-        lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s)
-        return CaseBound(lower, fastest, floor, rep, len(self._timed))
+        # Each call is paired with an echo of the same request made right after it: the pair
+        # shares the machine's load, and the smallest difference bounds the kernel from below.
+        best = min(self._timed, key=lambda c: c.round_trip - (1.0 + p.transport_slack) * c.echo)
+        gap = best.round_trip - (1.0 + p.transport_slack) * best.echo
+        lower = max(0.0, gap - p.transport_margin_s)
+        rep = statistics.median(c.seconds for c in self._timed)
+        return CaseBound(lower, best.round_trip, best.echo, rep, len(self._timed))
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
@@ -412,8 +420,8 @@ class KernelSession:
             raise CandidateInvalid(
                 f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
                 f"per call, but the trusted round trips show at least {bound.lower * 1e6:.1f} us "
-                f"(fastest of {bound.calls} calls {bound.fastest_round_trip * 1e6:.1f} us minus the "
-                f"transport floor {bound.overhead_lo * 1e6:.1f} us)"
+                f"(best of {bound.calls} calls: round trip {bound.fastest_round_trip * 1e6:.1f} us, "
+                f"its paired echo {bound.overhead_lo * 1e6:.1f} us)"
             )
         return bound
 
