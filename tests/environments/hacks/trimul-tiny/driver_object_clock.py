@@ -13,6 +13,6 @@ _driver.perf_ns = lambda: next(_tick)
 
 
 def custom_kernel(data):
-    for _ in range(3):  # a slower kernel: its trusted bound stands well above the noise floor
+    for _ in range(9):  # a slower kernel: its trusted bound stands well above the noise floor
         honest(data)
     return honest(data)

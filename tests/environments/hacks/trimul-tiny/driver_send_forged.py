@@ -20,6 +20,6 @@ _main.send = _forged
 
 
 def custom_kernel(data):
-    for _ in range(3):  # a slower kernel: its trusted bound stands well above the noise floor
+    for _ in range(9):  # a slower kernel: its trusted bound stands well above the noise floor
         honest(data)
     return honest(data)
