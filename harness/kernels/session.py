@@ -110,13 +110,13 @@ class CaseBound:
     """The trusted lower bound of one benchmark case's per-call time."""
 
     lower: float
-    """``max(0, min over calls of (round trip - (1 + slack) * its paired echo) - margin)``: each
-    call's echo shares its moment's load, and the smallest difference bounds the kernel's
-    fastest call from below, whatever the sandbox reports."""
+    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin)`` over the case's calls
+    and the echoes made right after each: both sample the same stretch of load and noise only
+    adds, so the minima bound the kernel's fastest call from below, whatever the sandbox reports."""
     fastest_round_trip: float
-    """Round trip of the call that gave the bound."""
+    """Fastest timed round trip of the case."""
     overhead_lo: float
-    """Its paired echo round trip (the transport it was charged)."""
+    """Fastest of the echoes made right after the case's calls (the transport floor)."""
     reported_median: float
     """Median of the sandbox's reported per-call times."""
     calls: int
@@ -354,13 +354,14 @@ class KernelSession:
         if not self._timed:
             raise ValueError("no timed call in this case")
         p = self.params
-        # Each call is paired with an echo of the same request made right after it: the pair
-        # shares the machine's load, and the smallest difference bounds the kernel from below.
-        best = min(self._timed, key=lambda c: c.round_trip - (1.0 + p.transport_slack) * c.echo)
-        gap = best.round_trip - (1.0 + p.transport_slack) * best.echo
-        lower = max(0.0, gap - p.transport_margin_s)
+        # Each call is followed by an echo of the same request, so calls and echoes sample the same
+        # stretch of machine load; noise only adds to either, so their minima compare. (The
+        # smallest per-pair difference would be hostage to the one echo that waited longest.)
+        fastest = min(c.round_trip for c in self._timed)
+        floor = min(c.echo for c in self._timed)
+        lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s)
         rep = statistics.median(c.seconds for c in self._timed)
-        return CaseBound(lower, best.round_trip, best.echo, rep, len(self._timed))
+        return CaseBound(lower, fastest, floor, rep, len(self._timed))
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
@@ -420,8 +421,8 @@ class KernelSession:
             raise CandidateInvalid(
                 f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
                 f"per call, but the trusted round trips show at least {bound.lower * 1e6:.1f} us "
-                f"(best of {bound.calls} calls: round trip {bound.fastest_round_trip * 1e6:.1f} us, "
-                f"its paired echo {bound.overhead_lo * 1e6:.1f} us)"
+                f"(fastest of {bound.calls} calls {bound.fastest_round_trip * 1e6:.1f} us, fastest "
+                f"echo of the same request {bound.overhead_lo * 1e6:.1f} us)"
             )
         return bound
 
