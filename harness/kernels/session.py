@@ -142,7 +142,6 @@ class KernelSession:
     _ex: ExchangeDir | None = field(default=None, init=False)
     _echo: EchoCalibrator | None = field(default=None, init=False)
     _timed: list[CallTiming] = field(default_factory=list, init=False)
-    _last: tuple[dict[str, Any], list[tuple[str, np.ndarray]]] | None = field(default=None, init=False)
     _listener: socket.socket | None = field(default=None, init=False)
     _sock: socket.socket | None = field(default=None, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -298,7 +297,6 @@ class KernelSession:
         if timed:
             assert self._echo is not None
             oh = self._echo.overhead(request, arrays)
-            self._last = (request, arrays)
         t0 = time.perf_counter()
         self._send(request, arrays, what)
         header = self._recv_header(self.candidate.remaining() + 5.0, what)
@@ -366,21 +364,12 @@ class KernelSession:
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
 
-        The caller then makes more timed calls (:meth:`recalibrate` first): an honest candidate's
-        fastest round trip falls to its kernel time plus the transport floor as calls accrue; a
-        candidate that under-reports or defers work cannot bring it lower.
+        The caller then makes more timed calls (:meth:`close_case`): an honest candidate's fastest
+        round trip falls to its kernel time plus the transport floor as calls accrue; a candidate
+        that under-reports or defers work cannot bring it lower.
         """
         b = self.case_bound()
         return b.lower > self.params.timing_floor_s and b.reported_median < 0.5 * b.lower
-
-    def recalibrate(self, more: int = 2) -> None:
-        """Add echo samples for the current case's request signature.
-
-        Raises:
-            InfraError: The echo process failed.
-        """
-        if self._echo is not None and self._last is not None:
-            self._echo.overhead(*self._last, more=more)
 
     def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
         """Confirm a suspect case with up to ``confirm_calls`` more calls, then close it.
@@ -401,7 +390,6 @@ class KernelSession:
         for _ in range(self.params.confirm_calls):
             if not self.suspect():
                 break
-            self.recalibrate()
             times.append(more())
         bound = self.end_case(what)
         return bound.mean(times)[0], bound
@@ -416,7 +404,7 @@ class KernelSession:
         """
         bound = self.case_bound()
         bad = self.suspect()
-        self._timed, self._last = [], None
+        self._timed = []
         if bad:
             raise CandidateInvalid(
                 f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
