@@ -92,12 +92,18 @@ def _forge(mode: str, work: int = 0) -> str:
 def test_honest_call_round_trips_and_reports_the_bound(tmp_path: Path) -> None:
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     with _session(tmp_path, HONEST) as s:
-        for _ in range(3):
-            out, t = s.call([x], "call", [("float32", (3, 4))])
-        bound = s.end_case("case")
+        for _ in range(2):  # warm-up, as the scorers do: first calls are slow in a fresh process
+            s.call([x], "call", [("float32", (3, 4))], timed=False)
+
+        def more() -> float:
+            return s.call([x], "call", [("float32", (3, 4))])[1].seconds
+
+        times = [more() for _ in range(3)]
+        out, t = s.call([x], "call", [("float32", (3, 4))])
+        mean, bound = s.close_case([*times, t.seconds], more, "case")
     np.testing.assert_array_equal(out.array, (x * 2).numpy())
     assert 0 < t.seconds <= t.round_trip and t.overhead_lo > 0 and t.overhead_hi >= t.overhead_lo
-    assert isinstance(bound, CaseBound) and bound.calls == 3 and bound.lower >= 0.0
+    assert isinstance(bound, CaseBound) and bound.calls >= 4 and mean >= bound.lower >= 0.0
 
 
 @pytest.mark.parametrize(
