@@ -12,7 +12,6 @@ is 1 when the kernel is correct and faster than the reference.
 from __future__ import annotations
 
 import secrets
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from harness.envs.data import DataMissingError
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.evaluation.result import CaseRecord
 from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
-from harness.kernels.session import DriverParams, KernelSession
+from harness.kernels.session import DriverParams, KernelSession, OutSpec
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
 from harness.scoring.device import DeviceChoice, choose_device
 
@@ -92,21 +91,31 @@ class KernelBenchScorer(Scorer):
         torch.manual_seed(seed)
         return [x.to(self.device.device) if torch.is_tensor(x) else x for x in self.ns["get_inputs"]()]
 
-    def _time(self, session: KernelSession, secret: int, first: int, check: Any) -> list[float]:
-        """Warm-up calls, then timed calls until the stop rule; every output through ``check``."""
+    def _time(self, session: KernelSession, secret: int, first: int, want: Any) -> tuple[float, int]:
+        """Warm-up calls, then timed calls until the stop rule; the counted mean (s) and calls.
+
+        Every output is checked: ``want(args)`` returns ``(expected output specs, check(out, what))``.
+        """
         times: list[float] = []
         k = first
         for _ in range(int(self.params.get("warmup", 3))):
             args = self._inputs(call_seed(secret, _INPUT_SEED, k))
-            check(args, session.call(args, "warm-up")[0], "warm-up")
+            expect, check = want(args)
+            check(session.call(args, "warm-up", expect, timed=False)[0], "warm-up")
             k += 1
-        while not self.stop.done(times):
+
+        def timed() -> float:
+            nonlocal k
             args = self._inputs(call_seed(secret, _INPUT_SEED, k))
-            out, timing = session.call(args, "timed call")
-            check(args, out, f"timed call {len(times)}")
-            times.append(timing.seconds)
+            expect, check = want(args)
+            out, timing = session.call(args, "timed call", expect)
+            check(out, f"timed call {len(times)}")
             k += 1
-        return times
+            return timing.seconds
+
+        while not self.stop.done(times):
+            times.append(timed())
+        return session.close_case(times, timed, "timed calls")[0], len(times)
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Static checks, reference timing, candidate correctness and timing (see module docstring)."""
@@ -119,13 +128,21 @@ class KernelBenchScorer(Scorer):
         ref = self.ns["Model"](*self.init_inputs).to(self.device.device).eval()
         rtol, atol = float(self.params["rtol"]), float(self.params["atol"])
 
-        def check(args: list[Any], out: Any, what: str) -> None:
+        def spec(out: Any) -> list[OutSpec]:
+            tensors = list(out) if isinstance(out, (list, tuple)) else [out]
+            return [(str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in tensors]
+
+        def want(args: list[Any]) -> tuple[list[OutSpec], Any]:
             with torch.no_grad():
-                want = TensorOut.of(ref(*args))
-            try:
-                compare("output", out, want, rtol, atol)
-            except CandidateInvalid as e:
-                raise CandidateInvalid(f"{what}: {e}") from None
+                ref_out = ref(*args)  # before the call: its specs bound what the reply may declare
+
+            def check(out: Any, what: str) -> None:
+                try:
+                    compare("output", out, TensorOut.of(ref_out), rtol, atol)
+                except CandidateInvalid as e:
+                    raise CandidateInvalid(f"{what}: {e}") from None
+
+            return spec(ref_out), check
 
         def params(entry: str) -> DriverParams:
             return DriverParams(
@@ -133,27 +150,33 @@ class KernelBenchScorer(Scorer):
                 device=self.device.device,
                 l2_flush_bytes=int(self.params.get("l2_flush_bytes", 0)),
                 threads=int(self.params.get("threads", 1)),
-                ipc=bool(self.params.get("ipc", True)),
+                timing_floor_s=float(self.params.get("timing_floor_us", 200.0)) * 1e-6,
+                transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
             )
 
-        # The reference runs first, in its own sandboxed session, under the same protocol.
+        # The reference runs first, in its own sandboxed session, under the same protocol. Its
+        # output specs are fixed per problem (get_inputs' shapes do not depend on the seed).
+        ref_spec = want(self._inputs(call_seed(secret, _INPUT_SEED, 0)))[0]
         with KernelSession(_Reference(candidate, self.problem_source), params("Model"), "kbref") as s:  # type: ignore[arg-type]
             s.init(self.init_inputs, seed)
-            ref_times = self._time(s, secrets.randbits(62), 0, lambda *a: None)
+            ref_mean, n_ref = self._time(s, secrets.randbits(62), 0, lambda a: (ref_spec, lambda *c: None))
         with KernelSession(candidate, params("ModelNew"), "kernelbench") as s:
             s.init(self.init_inputs, seed)
             for k in range(int(self.params.get("correct_trials", 5))):
                 args = self._inputs(call_seed(secret, _INPUT_SEED, k))
-                check(args, s.call(args, f"correctness trial {k}")[0], f"correctness trial {k}")
-            times = self._time(s, secret, 1000, check)
-        ref_us, kern_us = statistics.fmean(ref_times) * 1e6, statistics.fmean(times) * 1e6
+                expect, check = want(args)
+                check(
+                    s.call(args, f"correctness trial {k}", expect, timed=False)[0], f"correctness trial {k}"
+                )
+            kern_mean, n_timed = self._time(s, secret, 1000, want)
+        ref_us, kern_us = ref_mean * 1e6, kern_mean * 1e6
         speedup = ref_us / max(kern_us, float(self.params.get("floor_us", 1.0)))
         metrics = {
             "speedup": speedup,
             "fast_1": float(speedup > 1.0),
             "ref_us": ref_us,
             "kernel_us": kern_us,
-            "timed_calls": float(len(times)),
+            "timed_calls": float(n_timed),
         }
         metrics.update(self.device.metrics())
         clock = "host perf_counter (CPU run)" if self.device.device == "cpu" else "CUDA events"
@@ -166,6 +189,6 @@ class KernelBenchScorer(Scorer):
                 score=us,
                 reason=f"mean of {n} calls in microseconds, timed by {clock}",
             )
-            for name, us, n in (("reference", ref_us, len(ref_times)), ("kernel", kern_us, len(times)))
+            for name, us, n in (("reference", ref_us, n_ref), ("kernel", kern_us, n_timed))
         ]
         return ScoreOutcome(score=speedup, metrics=metrics, cases=cases)

@@ -17,6 +17,7 @@ from harness.evaluation.errors import InfraError
 from harness.kernels.checks import TensorOut, compare
 from harness.kernels.evaluate import Case, KernelTask
 from harness.kernels.scorer import KernelScorer
+from harness.kernels.session import OutSpec
 from harness.scoring.api import CandidateRuntime, ScoreOutcome
 
 from .reference import WEIGHT_KEYS, MLAConfig, generate, mla_decode
@@ -45,6 +46,11 @@ class MLATask:
     def inputs(self, case: Case, seed: int) -> Any:
         """``[config, x, kv_cache]`` from ``seed``."""
         return generate(self.cfg, int(case.spec["prefill"]), seed, self.device)
+
+    def expected(self, case: Case, args: Any) -> list[OutSpec]:
+        """The bfloat16 output ``(bs, 1, dim)`` and the updated cache, shaped like the input cache."""
+        config, x, kv = args
+        return [("bfloat16", (*x.shape[:-1], int(config["dim"]))), ("bfloat16", tuple(kv["data"].shape))]
 
     def check(self, case: Case, args: Any, out: Any) -> None:
         """Output and updated cache against the reference (raises ``CandidateInvalid``)."""

@@ -16,6 +16,7 @@ from harness.evaluation.errors import InfraError
 from harness.kernels.checks import TensorOut, compare
 from harness.kernels.evaluate import Case, KernelTask
 from harness.kernels.scorer import KernelScorer
+from harness.kernels.session import OutSpec
 
 from .reference import TriMulCase, generate, trimul
 
@@ -30,6 +31,10 @@ class TriMulTask:
     def inputs(self, case: Case, seed: int) -> Any:
         """``[input, mask, weights, config]`` generated from ``seed``."""
         return generate(TriMulCase(**case.spec), seed, self.device)
+
+    def expected(self, case: Case, args: Any) -> list[OutSpec]:
+        """One float32 tensor shaped like the input ``(bs, n, n, dim)``."""
+        return [("float32", tuple(args[0].shape))]
 
     def check(self, case: Case, args: Any, out: Any) -> None:
         """Compare with the reference for ``args`` (raises ``CandidateInvalid``)."""

@@ -18,7 +18,7 @@ from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome
 from harness.evaluation.result import CaseRecord
 
 from .checks import StopRule, call_seed, geomean_floored
-from .session import KernelSession
+from .session import KernelSession, OutSpec
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,13 @@ class KernelTask(Protocol):
         """The call's arguments for ``case``, generated from ``seed`` (trusted side)."""
         ...
 
+    def expected(self, case: Case, args: Any) -> list[OutSpec]:
+        """The output tensors' ``(dtype, shape)`` for ``args``, in output order.
+
+        A reply declaring anything else is refused before its bytes are allocated.
+        """
+        ...
+
     def check(self, case: Case, args: Any, out: Any) -> None:
         """Compute the reference for ``args`` and compare ``out``.
 
@@ -52,7 +59,7 @@ class KernelReport:
     """Outcome of one evaluation."""
 
     score_us: float
-    """Geometric mean (floored) of the per-benchmark mean times, in microseconds."""
+    """Geometric mean (floored) of the per-benchmark counted means (``CaseBound.mean``), in µs."""
     bench_means_us: dict[str, float]
     timed_calls: int
     cpu_timing: bool
@@ -61,6 +68,10 @@ class KernelReport:
     bound the in-sandbox times cannot exceed, reported so that under-reporting stands out."""
     cases: list[CaseRecord] = field(default_factory=list)
     """Per-case verdicts: every test, then every benchmark (its score: mean microseconds per call)."""
+    overhead_us: float = 0.0
+    """Mean over cases of the calibrated transport floor (fastest trusted echo round trip)."""
+    bound_cases: int = 0
+    """Cases whose counted mean is the trusted bound (it exceeded the sandbox's mean)."""
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics for the result record."""
@@ -68,6 +79,8 @@ class KernelReport:
             "score_us": self.score_us,
             "timed_calls": float(self.timed_calls),
             "round_trip_us": self.round_trip_us,
+            "overhead_us": self.overhead_us,
+            "bound_cases": float(self.bound_cases),
         }
         m.update({f"{k}_us": v for k, v in self.bench_means_us.items()})
         return m
@@ -96,11 +109,14 @@ def run_cases(
     calls = 0
 
     trips: list[float] = []
+    floors: list[float] = []
+    bound = 0
 
     def one(case: Case, k: int, what: str) -> float:
         nonlocal calls
         args = task.inputs(case, call_seed(secret, case.seed, k))
-        out, timing = session.call(args, f"{what} {case.name}")
+        timed = what == "benchmark"
+        out, timing = session.call(args, f"{what} {case.name}", task.expected(case, args), timed=timed)
         try:
             task.check(case, args, out)
         except CandidateInvalid as e:
@@ -128,17 +144,26 @@ def run_cases(
             del trips[:]
             while not stop.done(times):
                 times.append(one(case, 1 + warmup + len(times), "benchmark"))
+
+            def more(c: Case = case, t: list[float] = times) -> float:
+                return one(c, 1 + warmup + len(t), "benchmark")
+
+            mean, b = session.close_case(times, more, f"benchmark {case.name}")
+            floors.append(b.overhead_lo)
+            raised = b.lower > statistics.fmean(times)
+            bound += raised
             trip_means.append(statistics.fmean(trips) * 1e6)
             timed += len(times)
-            means[case.name] = statistics.fmean(times) * 1e6
+            means[case.name] = mean * 1e6
             clock = "host perf_counter (CPU run)" if cpu else "CUDA events"
             records.append(
                 CaseRecord(
                     name=case.name,
                     status="ok",
                     score=means[case.name],
-                    wall_seconds=statistics.fmean(times) if cpu else None,  # CUDA time is neither
-                    reason=f"mean of {len(times)} calls in microseconds, timed by {clock}",
+                    wall_seconds=mean if cpu else None,  # CUDA time is neither
+                    reason=f"mean of {len(times)} calls in microseconds, timed by {clock}"
+                    + (", raised to the trusted round-trip bound" if raised else ""),
                 )
             )
             if progress:
@@ -148,4 +173,6 @@ def run_cases(
         e.cases = [*records, failed]
         raise
     score = geomean_floored(list(means.values()), floor_us)
-    return KernelReport(score, means, timed, cpu, geomean_floored(trip_means, floor_us), records)
+    trip = geomean_floored(trip_means, floor_us)
+    overhead = statistics.fmean(floors) * 1e6 if floors else 0.0
+    return KernelReport(score, means, timed, cpu, trip, records, overhead, bound)

@@ -19,8 +19,10 @@ class KernelScorer(Scorer):
     """Scores ``entry(data)`` kernels by the geometric mean of benchmark means (microseconds).
 
     Scorer parameters read here: ``stop`` (``StopRule`` fields), ``warmup``, ``floor_us``,
-    ``l2_flush_bytes``, ``threads``. The variant's ``hardware.gpu`` names the GPU required; a CPU
-    variant (empty) times with ``perf_counter`` and says so in ``timing_cpu``.
+    ``l2_flush_bytes``, ``threads``, ``timing_floor_us``,
+    ``transport_margin_us`` (``DriverParams``). The
+    variant's ``hardware.gpu`` names the GPU required; a CPU variant (empty) times with
+    ``perf_counter`` and says so in ``timing_cpu``.
     """
 
     entry = "custom_kernel"
@@ -62,7 +64,8 @@ class KernelScorer(Scorer):
             l2_flush_bytes=int(self.params.get("l2_flush_bytes", 0)),
             mutable=self.mutable,
             threads=int(self.params.get("threads", 1)),
-            ipc=bool(self.params.get("ipc", True)),
+            timing_floor_s=float(self.params.get("timing_floor_us", 200.0)) * 1e-6,
+            transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
         )
         with KernelSession(candidate, params, prefix=self.variant.family) as session:
             report = run_cases(

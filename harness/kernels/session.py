@@ -3,17 +3,23 @@
 The scorer creates an exchange directory in the candidate's work directory (``ExchangeDir``),
 writes the candidate, the driver and its parameters there, listens on a Unix socket ``s`` in it,
 and starts ``kernel_driver.py`` with ``CandidateRuntime.run`` in a background thread. Each
-:meth:`KernelSession.call` sends the inputs of one call and returns the output (decoded with
-``allow_pickle=False``, sizes capped) and the times, checked against the trusted round trip.
+:meth:`KernelSession.call` sends the inputs of one call (host bytes) and returns the output and
+its timing. The reply must declare exactly the expected outputs' dtypes and shapes before any
+byte of it is allocated (then read straight into preallocated arrays), and the time that counts
+is bounded below by the trusted round trip minus a transport overhead calibrated with a trusted
+echo process (``calibrate``): the in-sandbox time is a hint within that bound.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
+import statistics
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,15 +31,19 @@ from harness.scoring.api import CandidateRuntime, ExecResult
 from harness.scoring.exchange import ExchangeDir
 
 from . import driver as wire
+from .calibrate import DRIVER_FILE, EchoCalibrator, Overhead
 from .checks import TensorOut
 
-DRIVER_FILE = Path(__file__).with_name("driver.py")
 _REASON_CAP = 2000
+_DECODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, RecursionError, MemoryError, OverflowError)
+
+OutSpec = tuple[str, tuple[int, ...]]
+"""An expected output tensor: torch dtype name (``float32``, ``bfloat16``) and shape."""
 
 
 @dataclass(frozen=True)
 class DriverParams:
-    """What the in-sandbox driver needs (written to ``params.json``)."""
+    """Parameters of one driver session (the driver's part is written to ``params.json``)."""
 
     entry: str
     """Candidate function called with the inputs (e.g. ``custom_kernel``)."""
@@ -45,22 +55,81 @@ class DriverParams:
     """Indices (in input order) of input tensors the call may update in place (a KV cache)."""
     threads: int = 1
     """Torch intra-op threads."""
-    ipc: bool = True
-    """On CUDA, send inputs as CUDA IPC handles of transport copies instead of host arrays."""
+    timing_floor_s: float = 200e-6
+    """Trusted lower bounds below this are noise: no ``timing`` verdict is drawn from them."""
+    calibration_reps: int = 7
+    """Echo round trips per request signature when calibrating the transport overhead."""
+    transport_slack: float = 0.1
+    """Relative margin on the echo's transport floor (a fraction of it)."""
+    transport_margin_s: float = 100e-6
+    """Absolute margin: the sandboxed driver pays a little more per request than the echo
+    (measured 0-0.12 ms on the 2-core CPU machine), which must not count as kernel time."""
+    confirm_calls: int = 10
+    """Extra timed calls at most while a case looks :meth:`KernelSession.suspect` (noise clears)."""
+
+    def driver_json(self) -> dict[str, Any]:
+        """What ``params.json`` holds (the driver's and the echo's view)."""
+        return {
+            "entry": self.entry,
+            "device": self.device,
+            "l2_flush_bytes": self.l2_flush_bytes,
+            "mutable": list(self.mutable),
+            "threads": self.threads,
+        }
 
 
 @dataclass(frozen=True)
 class CallTiming:
-    """Times of one call."""
+    """Times of one call: the sandbox's own figure and what the trusted side measured."""
 
     seconds: float
-    """The time that counts: CUDA event time on GPU, host ``perf_counter`` time on CPU."""
+    """The sandbox's figure (CUDA event time on GPU, host ``perf_counter`` time on CPU): a hint,
+    averaged per case and then raised to the case's trusted bound (:class:`CaseBound`)."""
     host_seconds: float
-    """Host time bracketing the call inside the sandbox."""
+    """Host time bracketing the call inside the sandbox (as reported)."""
     round_trip: float
     """Trusted-side wall time of the whole request (transfer included)."""
+    overhead_hi: float
+    """High quantile of the calibrated echo round trips (0 for an untimed call)."""
+    overhead_lo: float
+    """Fastest calibrated echo round trip, the transport floor (0 for an untimed call)."""
+    echo: float
+    """Trusted echo round trip of the same request made right after this call, under the same
+    machine load (0 for an untimed call)."""
     cpu: bool
     """Whether ``seconds`` is a CPU time."""
+
+    @property
+    def lower(self) -> float:
+        """Per-call trusted bound ``max(0, round_trip - overhead_hi)`` (0 untimed; noisy, reported)."""
+        return max(0.0, self.round_trip - self.overhead_hi) if self.overhead_hi > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class CaseBound:
+    """The trusted lower bound of one benchmark case's per-call time."""
+
+    lower: float
+    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin)`` over the case's calls
+    and the echoes made right after each: both sample the same stretch of load and noise only
+    adds, so the minima bound the kernel's fastest call from below, whatever the sandbox reports."""
+    fastest_round_trip: float
+    """Fastest timed round trip of the case."""
+    overhead_lo: float
+    """Fastest of the echoes made right after the case's calls (the transport floor)."""
+    reported_median: float
+    """Median of the sandbox's reported per-call times."""
+    calls: int
+    """Timed calls of the case."""
+
+    def mean(self, times: Sequence[float]) -> tuple[float, str]:
+        """The case's counted mean: ``max(mean(times), lower)``, and which figure it is.
+
+        Raises:
+            ValueError: ``times`` is empty.
+        """
+        m = statistics.fmean(times)
+        return (m, "reported") if m >= self.lower else (self.lower, "round-trip")
 
 
 @dataclass
@@ -70,8 +139,9 @@ class KernelSession:
     candidate: CandidateRuntime
     params: DriverParams
     prefix: str = "kernel"
-    max_output_bytes: int = 1 << 30
     _ex: ExchangeDir | None = field(default=None, init=False)
+    _echo: EchoCalibrator | None = field(default=None, init=False)
+    _timed: list[CallTiming] = field(default_factory=list, init=False)
     _listener: socket.socket | None = field(default=None, init=False)
     _sock: socket.socket | None = field(default=None, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -88,14 +158,9 @@ class KernelSession:
         ex = self._ex = ExchangeDir(Path(c.workdir), self.prefix)
         ex.write_new("candidate.py", c.source.encode("utf-8"))
         ex.write_new("kernel_driver.py", DRIVER_FILE.read_bytes())
-        p = {
-            "entry": self.params.entry,
-            "device": self.params.device,
-            "l2_flush_bytes": self.params.l2_flush_bytes,
-            "mutable": list(self.params.mutable),
-            "threads": self.params.threads,
-        }
-        ex.write_new("params.json", json.dumps(p).encode())
+        ex.write_new("params.json", json.dumps(self.params.driver_json()).encode())
+        # Started now so that its start-up overlaps the sandbox's; awaited at the first timed call.
+        self._echo = EchoCalibrator(self.params.driver_json(), self.params.calibration_reps)
         path = Path(c.workdir) / ex.name / "s"
         lst = self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lst.bind(str(path))
@@ -113,7 +178,7 @@ class KernelSession:
                     self._fail("starting the driver")
         lst.close()
         os.unlink(path)  # nobody else can connect now
-        header, _ = self._recv(c.remaining() + 5.0, "loading the program")
+        header = self._recv_header(c.remaining() + 5.0, "loading the program")
         if header.get("type") != "ready":
             raise CandidateError(str(header.get("message", "the driver did not start"))[:_REASON_CAP])
         return self
@@ -146,16 +211,42 @@ class KernelSession:
             raise CandidateInvalid((stderr.splitlines()[-1] if stderr else "rule broken")[:_REASON_CAP])
         raise CandidateError(f"{what}: driver exited with code {res.returncode}: {stderr[-_REASON_CAP:]}")
 
-    def _recv(self, timeout: float, what: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _recv_header(self, timeout: float, what: str) -> dict[str, Any]:
+        """The next reply's header; a non-``result`` reply may carry no arrays.
+
+        Raises:
+            CandidateError: Malformed (caps, depth, JSON, specs) or arrays where none belong.
+        """
         assert self._sock is not None
         self._sock.settimeout(max(timeout, 0.1))
         try:
-            return wire.recv(self._sock, max_payload=self.max_output_bytes)
+            header = wire.recv_header(self._sock)
+            specs = wire.array_specs(header)
         except (EOFError, ConnectionError, TimeoutError):
             self._fail(what)
-        except ValueError as e:  # malformed or oversized reply (JSON, npz, caps)
-            raise CandidateError(f"{what}: malformed reply from the sandbox: {e}") from None
+        except _DECODE_ERRORS as e:  # the candidate's bytes: its error, never the harness's
+            raise CandidateError(
+                f"{what}: malformed reply from the sandbox: {type(e).__name__}: {e}"
+            ) from None
+        if specs and header.get("type") != "result":
+            raise CandidateError(
+                f"{what}: malformed reply from the sandbox: arrays in a {header.get('type')!r}"
+            )
+        return header
+
+    def _recv_arrays(self, specs: list[OutSpec], what: str) -> list[tuple[str, np.ndarray]]:
+        try:
+            return wire.recv_arrays(self._sock, specs)
+        except (EOFError, ConnectionError, TimeoutError):
+            self._fail(what)
         raise AssertionError("unreachable")
+
+    def _send(self, header: dict[str, Any], arrays: list[tuple[str, np.ndarray]], what: str) -> None:
+        assert self._sock is not None
+        try:
+            wire.send(self._sock, header, arrays)
+        except OSError:
+            self._fail(what)
 
     def init(self, args: Any, seed: int) -> None:
         """Construct the entry class with ``args`` under ``torch.manual_seed(seed)`` (KernelBench).
@@ -166,45 +257,49 @@ class KernelSession:
         """
         import torch
 
-        assert self._sock is not None
-        arrays: dict[str, np.ndarray] = {}
+        arrays: list[tuple[str, np.ndarray]] = []
         tree = wire.encode_tree(args, torch, arrays)
-        try:
-            wire.send(self._sock, {"op": "init", "args": tree, "seed": seed}, arrays)
-        except OSError:
-            self._fail("constructing the model")
-        header, _ = self._recv(self.candidate.remaining() + 5.0, "constructing the model")
+        self._send({"op": "init", "args": tree, "seed": seed}, arrays, "constructing the model")
+        header = self._recv_header(self.candidate.remaining() + 5.0, "constructing the model")
         if header.get("type") != "ready":
             msg = f"constructing the model: {header.get('message')}\n{header.get('traceback', '')}"
             raise CandidateError(msg[-_REASON_CAP:])
 
-    def call(self, args: Any, what: str) -> tuple[Any, CallTiming]:
+    def call(
+        self, args: Any, what: str, expect: Sequence[OutSpec], timed: bool = True
+    ) -> tuple[Any, CallTiming]:
         """Run the candidate on ``args`` (lists / dicts / tensors / numbers).
+
+        Args:
+            args: The call's arguments (tensors travel as host bytes).
+            what: Names the call in messages.
+            expect: The output tensors' dtypes and shapes, in the order the output tree lists
+                them: a reply declaring anything else is refused before it is read.
+            timed: A benchmark call: its round trip joins the case's trusted bound (the first
+                timed call of each request signature calibrates the transport).
 
         Returns:
             The output tree with tensors as :class:`TensorOut`, and the timing.
 
         Raises:
-            CandidateInvalid: A rule was broken (driver-side checks, or event/host times above the
-                trusted round trip).
+            CandidateInvalid: A rule was broken (driver-side checks, outputs other than
+                ``expect``, or times the trusted round trip rules out).
             CandidateError: The candidate raised or the reply was malformed.
             CandidateTimeout: The evaluation's budget ran out.
         """
         import torch
 
-        assert self._sock is not None
-        arrays: dict[str, np.ndarray] = {}
-        shared = _IpcTransport(torch) if self.params.ipc and self.params.device == "cuda" else None
-        tree = wire.encode_tree(args, torch, arrays, shared.handle if shared else None)
+        expect = [(str(d), tuple(int(x) for x in s)) for d, s in expect]
+        arrays: list[tuple[str, np.ndarray]] = []
+        tree = wire.encode_tree(args, torch, arrays)
+        request = {"op": "call", "args": tree, "expect": [[d, list(s)] for d, s in expect]}
+        oh = Overhead(0.0, 0.0, 0)
+        if timed:
+            assert self._echo is not None
+            oh = self._echo.overhead(request, arrays)
         t0 = time.perf_counter()
-        try:
-            wire.send(self._sock, {"op": "call", "args": tree}, arrays)
-        except OSError:
-            self._fail(what)
-        header, out_arrays = self._recv(self.candidate.remaining() + 5.0, what)
-        round_trip = time.perf_counter() - t0
-        if shared is not None:
-            shared.release()  # the driver has copied them before running the candidate
+        self._send(request, arrays, what)
+        header = self._recv_header(self.candidate.remaining() + 5.0, what)
         kind = header.get("type")
         if kind == "rule":
             raise CandidateInvalid(str(header.get("message"))[:_REASON_CAP])
@@ -213,21 +308,111 @@ class KernelSession:
             raise CandidateError(msg[-_REASON_CAP:])
         if kind != "result":
             raise CandidateError(f"{what}: unexpected reply from the sandbox")
+        specs = wire.array_specs(header)  # validated by _recv_header
+        if specs != expect:
+            rule = "dtype" if [s for _, s in specs] == [s for _, s in expect] else "shape"
+            raise CandidateInvalid(
+                f"rule '{rule}': {what}: the reply declares {specs!s:.300}, expected {expect}"
+            )
+        out_arrays = self._recv_arrays(specs, what)
+        round_trip = time.perf_counter() - t0
         try:
             host = float(header["host"])
             event = None if header.get("event") is None else float(header["event"])
             out = wire.decode_tree(header["out"], out_arrays, _to_numpy)
-        except (KeyError, TypeError, ValueError) as e:
-            raise CandidateError(f"{what}: malformed reply from the sandbox: {e}") from None
-        if not 0.0 <= host <= round_trip:
+        except _DECODE_ERRORS as e:
+            raise CandidateError(
+                f"{what}: malformed reply from the sandbox: {type(e).__name__}: {e}"
+            ) from None
+        echo = self._echo.pair(request, arrays) if timed and self._echo is not None else 0.0
+        timing = self._timing(host, event, round_trip, oh, echo)
+        if timed:
+            self._timed.append(timing)
+        return out, timing
+
+    def _timing(
+        self, host: float, event: float | None, round_trip: float, oh: Overhead, echo: float
+    ) -> CallTiming:
+        if not (math.isfinite(host) and 0.0 <= host <= round_trip):
             raise CandidateInvalid(
-                f"rule 'timing': reported host time {host:.6g} s is outside [0, "
-                f"round trip {round_trip:.6g} s]"
+                f"rule 'timing': reported host time {host:.6g} s is outside "
+                f"[0, round trip {round_trip:.6g} s]"
             )
-        if event is not None and not 0.0 <= event <= host:
+        if event is not None and not (math.isfinite(event) and 0.0 <= event <= host):
             raise CandidateInvalid(f"rule 'timing': event time {event:.6g} s exceeds host time {host:.6g} s")
-        seconds = host if event is None else event
-        return out, CallTiming(seconds, host, round_trip, event is None)
+        reported = host if event is None else event
+        return CallTiming(reported, host, round_trip, oh.hi, oh.lo, echo, event is None)
+
+    def case_bound(self) -> CaseBound:
+        """The trusted bound over the current case's timed calls so far.
+
+        Raises:
+            ValueError: No timed call since the last :meth:`end_case`.
+        """
+        if not self._timed:
+            raise ValueError("no timed call in this case")
+        p = self.params
+        # Each call is followed by an echo of the same request, so calls and echoes sample the same
+        # stretch of machine load; noise only adds to either, so their minima compare. (The
+        # smallest per-pair difference would be hostage to the one echo that waited longest.)
+        fastest = min(c.round_trip for c in self._timed)
+        floor = min(c.echo for c in self._timed)
+        lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s)
+        rep = statistics.median(c.seconds for c in self._timed)
+        return CaseBound(lower, fastest, floor, rep, len(self._timed))
+
+    def suspect(self) -> bool:
+        """Whether the sandbox's figures look implausibly low against the case's trusted bound.
+
+        The caller then makes more timed calls (:meth:`close_case`): an honest candidate's fastest
+        round trip falls to its kernel time plus the transport floor as calls accrue; a candidate
+        that under-reports or defers work cannot bring it lower.
+        """
+        b = self.case_bound()
+        return b.lower > self.params.timing_floor_s and b.reported_median < 0.5 * b.lower
+
+    def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
+        """Confirm a suspect case with up to ``confirm_calls`` more calls, then close it.
+
+        Args:
+            times: The case's reported per-call seconds (extended in place).
+            more: Makes one more timed call of the case and returns its reported seconds.
+            what: Names the case in messages.
+
+        Returns:
+            The case's counted mean (``CaseBound.mean``) and its bound.
+
+        Raises:
+            CandidateInvalid: See :meth:`end_case`, or raised by ``more``.
+            CandidateError: Raised by ``more``.
+            CandidateTimeout: Raised by ``more``.
+        """
+        for _ in range(self.params.confirm_calls):
+            if not self.suspect():
+                break
+            times.append(more())
+        bound = self.end_case(what)
+        return bound.mean(times)[0], bound
+
+    def end_case(self, what: str) -> CaseBound:
+        """Close one benchmark case's timed calls and return its trusted bound.
+
+        Raises:
+            CandidateInvalid: Still :meth:`suspect` (``rule 'timing'``): the median reported time
+                is under half the trusted bound while that bound is above ``timing_floor_s``.
+            ValueError: No timed call in this case.
+        """
+        bound = self.case_bound()
+        bad = self.suspect()
+        self._timed = []
+        if bad:
+            raise CandidateInvalid(
+                f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
+                f"per call, but the trusted round trips show at least {bound.lower * 1e6:.1f} us "
+                f"(fastest of {bound.calls} calls {bound.fastest_round_trip * 1e6:.1f} us, fastest "
+                f"echo of the same request {bound.overhead_lo * 1e6:.1f} us)"
+            )
+        return bound
 
     def close(self) -> None:
         """Ask the driver to stop, wait briefly, release everything (idempotent)."""
@@ -241,6 +426,9 @@ class KernelSession:
         if self._thread is not None:
             self._thread.join(timeout=10.0)
             self._thread = None
+        if self._echo is not None:
+            self._echo.close()
+            self._echo = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -258,40 +446,3 @@ def _to_numpy(arr: np.ndarray, dtype: str) -> TensorOut:
     if str(arr.dtype) != dtype:
         raise ValueError(f"array tagged {dtype} is {arr.dtype}")
     return TensorOut(arr, dtype)
-
-
-class _IpcTransport:
-    """Transport copies of one call's CUDA inputs, shared with the driver by CUDA IPC handle.
-
-    Written against the documented ``torch.multiprocessing`` CUDA sharing (pickled with its
-    ``ForkingPickler`` reductions; the producer keeps the tensor alive until the consumer is done)
-    and ``torch.cuda.MemPool`` / ``torch.cuda.use_mem_pool``: the copies live in their own pool,
-    so an IPC handle (which maps a whole allocator segment) exposes nothing but these inputs, never
-    a reference output or the checker's own tensors. The scorer keeps its originals untouched.
-    Untested here (no GPU); covered by ``gpu``-marked tests.
-    """
-
-    def __init__(self, torch: Any) -> None:
-        from multiprocessing.reduction import ForkingPickler
-
-        import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor reductions
-
-        self.torch, self._dumps = torch, ForkingPickler.dumps
-        self.pool = torch.cuda.MemPool() if hasattr(torch.cuda, "MemPool") else None
-        self.keep: list[Any] = []
-
-    def handle(self, t: Any) -> bytes:
-        """Pickled IPC handle of a fresh copy of ``t`` (kept alive until :meth:`release`)."""
-        if self.pool is not None:
-            with self.torch.cuda.use_mem_pool(self.pool):
-                copy = t.detach().clone()
-        else:
-            copy = t.detach().clone()
-        self.torch.cuda.synchronize()
-        self.keep.append(copy)
-        return bytes(self._dumps(copy))
-
-    def release(self) -> None:
-        """Drop the transport copies (the driver cloned them before the candidate ran)."""
-        self.keep.clear()
-        self.pool = None

@@ -1,0 +1,23 @@
+# hack: returns an empty tensor at once; a raw _thread thread holding threading's limbo lock fills it
+# expect: invalid
+# reason: rule 'threads'
+# base: initial-program
+import _thread
+import threading
+
+honest = custom_kernel  # the initial program's kernel, prepended by the runner
+
+
+def custom_kernel(data):
+    out = torch.empty_like(data[0])
+    started = _thread.allocate_lock()
+    started.acquire()
+
+    def fill():
+        with threading._active_limbo_lock:  # stalls threading.active_count() until the fill is done
+            started.release()
+            out.copy_(honest(data))
+
+    _thread.start_new_thread(fill, ())
+    started.acquire()
+    return out
