@@ -241,7 +241,9 @@ class EplbScorer(Scorer):
         gpu_balance = require_finite("balancedness_gpu", sum(b_gpu) / len(b_gpu))
         # ``saturated`` (eplb-tiny): the credit an at-floor call gets, whatever the clock said, so
         # the score is a function of the plan alone (a loaded machine moved it from 0.70 to 0.24).
-        timed = self.time_floor_s if self.speed_credit == "saturated" else max(mean_seconds, self.time_floor_s)
+        timed = max(mean_seconds, self.time_floor_s)
+        if self.speed_credit == "saturated":
+            timed = self.time_floor_s
         speed = self.speed_coef / timed
         combined = require_finite("combined", (expert_balance + speed) / 2.0)
         metrics = {
