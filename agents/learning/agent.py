@@ -39,7 +39,7 @@ from harness.scoring.progress import progress_reward
 from .config import LearningConfig, MaxKConfig, PACEvolvePPConfig, ThetaEvolveConfig, TTTDiscoverConfig
 from .policy_backend import build_backend, build_trainer, resolve_sampler
 from .policy_roles import PolicyAdvisor, PolicyImplementer, PolicySampler, RolloutBuffer
-from .puct import PUCTArchive
+from .puct import MAX_ABS, PUCTArchive
 
 STATE_DIRNAME = "policy"
 """Directory inside the run directory with the trainer's checkpoints (adapter, optimiser)."""
@@ -63,6 +63,19 @@ def reward_of(cfg: LearningConfig, task: TaskSpec, score: float | None) -> float
         y_min=cfg.reward_y_min,
         y_max=cfg.reward_y_max,
     )
+
+
+def archive_value(task: TaskSpec, score: float | None) -> float:
+    """The value PUCT ranks a program by: its raw score oriented so that higher is better.
+
+    The reference code ranks raw values; the clamped progress reward would tie everything below
+    ``y_init`` (and above ``y_target``). A failed program (None) gets ``-MAX_ABS``, below every
+    real score; it is only ever a seed (failed children never enter the archive).
+    """
+    if score is None or not math.isfinite(score):
+        return -MAX_ABS
+    value = score if task.progress.y_target > task.progress.y_init else -score
+    return min(MAX_ABS, max(-MAX_ABS, value))
 
 
 def planned_steps(cfg: LearningConfig, ctx: AgentContext) -> int:
@@ -285,7 +298,7 @@ class LearningAgent(PACEvolveAgent):
                 c=cfg.puct_c, children_per_parent=cfg.puct_children_per_parent, capacity=cfg.puct_capacity
             )
             sha = program_sha256(ctx.task.initial_program)
-            self.archive.add_seed(sha, reward_of(cfg, ctx.task, state.known.get(sha)))
+            self.archive.add_seed(sha, archive_value(ctx.task, state.known.get(sha)))
         return self.archive
 
     def _step(self, ctx: AgentContext, state: SearchState, engine: IslandEngine) -> list[Any]:
@@ -315,7 +328,8 @@ class LearningAgent(PACEvolveAgent):
             rewards.append(reward)
             if archive is not None and d.parent.sha in archive:
                 child = r.ref.sha if r is not None and score is not None else None
-                archive.record(d.parent.sha, child, reward if child is not None else None)
+                value = archive_value(ctx.task, score) if child is not None else None
+                archive.record(d.parent.sha, child, value)
         if archive is not None:
             archive.flush()
             state.pinned = sorted(archive.keys())

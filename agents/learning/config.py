@@ -14,21 +14,35 @@ resolved configuration is frozen into ``run.json``. The presets differ only in t
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from agents.pacevolve.config import PACEvolveConfig
 from agents.rl.estimators import ESTIMATORS
 
+from .presets import CPU_COMMON, MAXK_PAPER, PACEVOLVE_PP_PAPER, THETAEVOLVE_PAPER, TTT_DISCOVER_PAPER
+
 Target = Literal["advisor", "end-to-end"]
 GroupMode = Literal["across-islands", "same-state"]
 StateReuse = Literal["scaffold", "puct"]
 SamplerBackend = Literal["auto", "hf", "vllm"]
+Settings = Literal["cpu", "paper"]
 
 
 class LearningConfig(PACEvolveConfig):
     """A PACEvolve scaffold whose advisor (or, end to end, whole policy) is trained online by RL."""
+
+    PAPER: ClassVar[dict[str, Any]] = {}
+    """Field values of the preset's source paper (``settings = paper``); see ``presets.py``."""
+    CPU: ClassVar[dict[str, Any]] = {}
+    """Field values of the CPU preset (``settings = cpu``) that differ from the class defaults."""
+
+    settings: Settings = "cpu"
+    """Named set of defaults for the fields not given explicitly: ``cpu`` (what moves the policy
+    within a CPU run's budget) or ``paper`` (the source paper's published optimiser and loss
+    settings, GPU scale; departures in ``agents/learning/README.md``). The resolved values and
+    this name are frozen into ``run.json``."""
 
     model: str = "gemini/gemini-2.5-pro"
     """litellm model of the frozen roles (implementer and summariser unless overridden)."""
@@ -104,6 +118,14 @@ class LearningConfig(PACEvolveConfig):
 
     lr: float = Field(default=1e-4, gt=0.0)
     """AdamW learning rate of the LoRA adapter."""
+    adam_beta1: float = Field(default=0.9, ge=0.0, lt=1.0)
+    """Adam beta1."""
+    adam_beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
+    """Adam beta2 (TTT-Discover: 0.95; ThetaEvolve: 0.98)."""
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    """Decoupled weight decay (ThetaEvolve: 0.1; TTT-Discover: none)."""
+    grpo_ddof: Literal[0, 1] = 0
+    """``grpo`` std: 0 = population std (the GRPO paper), 1 = Bessel (``torch.std``, ThetaEvolve)."""
     lora_r: int = Field(default=8, ge=1)
     """LoRA rank."""
     lora_alpha: int = Field(default=16, ge=1)
@@ -146,6 +168,16 @@ class LearningConfig(PACEvolveConfig):
     reward_y_max: float | None = None
     """Explicit upper score bound."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_settings(cls, data: Any) -> Any:
+        """Fill the fields not given explicitly from the named preset (explicit values win)."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("settings", "cpu")
+        preset = cls.PAPER if name == "paper" else cls.CPU if name == "cpu" else {}
+        return {**preset, **data}
+
     @model_validator(mode="after")
     def _check(self) -> LearningConfig:
         if self.estimator not in ESTIMATORS:
@@ -183,18 +215,25 @@ class LearningConfig(PACEvolveConfig):
 class PACEvolvePPConfig(LearningConfig):
     """PACEvolve++: phase-adaptive mix of Dr.GRPO and SLOO k-1, DAPO clipping, no KL."""
 
+    PAPER: ClassVar[dict[str, Any]] = PACEVOLVE_PP_PAPER
+    CPU: ClassVar[dict[str, Any]] = CPU_COMMON
+
 
 class ThetaEvolveConfig(LearningConfig):
-    """ThetaEvolve as an advisor-training baseline: GRPO with population std, symmetric PPO clip."""
+    """ThetaEvolve as an advisor-training baseline: GRPO, PPO clip (clip-higher under ``paper``)."""
 
+    PAPER: ClassVar[dict[str, Any]] = THETAEVOLVE_PAPER
+    CPU: ClassVar[dict[str, Any]] = CPU_COMMON
     estimator: str = "grpo"
     clip_eps_hi: float = Field(default=0.2, ge=0.0)
-    """Upper clip bound (symmetric PPO, the usual 0.2; the papers leave it open)."""
+    """Upper clip bound (0.2 here; the published run uses clip-higher 0.28, ``settings = paper``)."""
 
 
 class TTTDiscoverConfig(LearningConfig):
     """TTT-Discover: adaptive entropic objective, KL shaping and PUCT state reuse."""
 
+    PAPER: ClassVar[dict[str, Any]] = TTT_DISCOVER_PAPER
+    CPU: ClassVar[dict[str, Any]] = CPU_COMMON
     estimator: str = "entropic"
     clip: bool = False
     loss_aggregation: Literal["token_mean", "seq_mean", "token_sum"] = "token_sum"
@@ -207,4 +246,6 @@ class TTTDiscoverConfig(LearningConfig):
 class MaxKConfig(LearningConfig):
     """Max@k (PKPO): the SLOO k-1 best-of-k estimator, clip 0.2 / 0.28, no KL."""
 
+    PAPER: ClassVar[dict[str, Any]] = MAXK_PAPER
+    CPU: ClassVar[dict[str, Any]] = CPU_COMMON
     estimator: str = "sloo_minus_one"

@@ -55,7 +55,7 @@ def estimator_params(cfg: LearningConfig) -> dict[str, Any]:
     """Keyword arguments of the configured estimator."""
     name = cfg.estimator
     if name == "grpo":
-        return {"eps": cfg.eps_num}
+        return {"eps": cfg.eps_num, "ddof": cfg.grpo_ddof}
     if name == "entropic":
         return {"gamma": cfg.gamma}
     if name in ("pkpo", "sloo_minus_one"):
@@ -102,7 +102,13 @@ def build_backend(cfg: LearningConfig, seed: int, work_dir: Path) -> tuple[Polic
     learner = HFBackend(
         policy,
         lora=LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=tuple(cfg.lora_targets)),
-        optim=OptimSettings(lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, micro_batch=cfg.micro_batch),
+        optim=OptimSettings(
+            lr=cfg.lr,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
+            weight_decay=cfg.weight_decay,
+            max_grad_norm=cfg.max_grad_norm,
+            micro_batch=cfg.micro_batch,
+        ),
         loss=LossConfig(
             eps_lo=cfg.clip_eps_lo,
             eps_hi=cfg.clip_eps_hi,

@@ -21,6 +21,10 @@ Choices where the paper and reference code leave room (all deterministic):
   back-propagation, lineage blocking) pass through evicted states to the live ones above.
   Tombstones cost one string pair per evicted state and are never pruned.
 * ``add_seed`` of an existing seed is ignored (the first reward stays).
+* The top-``children_per_parent`` rule ranks all of a parent's children (archived ones too),
+  as the reference ``flush`` does; only parents with a child staged this step can change.
+* Rewards here are whatever the caller ranks by: the learning agents pass the raw score
+  (oriented so higher is better), as the reference code does, not the clamped RL reward.
 """
 
 from __future__ import annotations
@@ -64,10 +68,15 @@ class PendingChild(BaseModel):
 
 @dataclass(frozen=True)
 class FlushResult:
-    """Keys inserted and evicted by one ``flush``, each in the order it happened."""
+    """Keys changed by one ``flush``, each in the order it happened."""
 
     inserted: tuple[str, ...]
+    """Staged children that entered the archive."""
     evicted: tuple[str, ...]
+    """States removed to bring the archive back to ``capacity``."""
+    displaced: tuple[str, ...] = ()
+    """Archived children removed because their parent now has ``children_per_parent`` better
+    ones (the top-k rule applies to all of a parent's children, archived and staged)."""
 
 
 def _check_key(key: object, what: str) -> str:
@@ -326,21 +335,35 @@ class PUCTArchive(BaseModel):
             self.pending[child] = staged.model_copy(update={"parent": parent, "reward": reward})
 
     def flush(self) -> FlushResult:
-        """End of a training step: insert the top children per parent, then evict to capacity.
+        """End of a training step: keep the top children per parent, then evict to capacity.
 
-        Each parent keeps its ``children_per_parent`` best staged children (reward descending,
-        first-staged wins ties); they are inserted in staging order. Then, while the archive
-        exceeds ``capacity``, the lowest-reward non-seed state (newest among equals) is evicted
-        and tombstoned. Seeds are never evicted, so seeds alone may exceed ``capacity``.
+        Each parent keeps its ``children_per_parent`` best children among those already archived
+        and those staged this step (reward descending, older wins ties), as the reference code's
+        ``flush`` filters the whole buffer; staged children outside the top are dropped and
+        archived ones are displaced (tombstoned). Kept staged children are inserted in staging
+        order. Then, while the archive exceeds ``capacity``, the lowest-reward non-seed state
+        (newest among equals) is evicted and tombstoned. Seeds are never evicted, so seeds
+        alone may exceed ``capacity``.
         """
-        by_parent: dict[str, list[tuple[str, PendingChild]]] = {}
+        by_parent: dict[str, list[tuple[str, float, int]]] = {}
         for key, staged in self.pending.items():
-            by_parent.setdefault(staged.parent, []).append((key, staged))
+            by_parent.setdefault(staged.parent, []).append((key, staged.reward, staged.order))
+        for key, state in self.states.items():
+            if state.parent is not None and state.parent in by_parent:
+                by_parent[state.parent].append((key, state.reward, state.order))
         kept: list[tuple[str, PendingChild]] = []
+        displaced: list[str] = []
         for group in by_parent.values():
-            group.sort(key=lambda kv: (-kv[1].reward, kv[1].order))
-            kept += group[: self.children_per_parent]
+            group.sort(key=lambda c: (-c[1], c[2]))
+            for rank, (key, _, _) in enumerate(group):
+                if key in self.pending and rank < self.children_per_parent:
+                    kept.append((key, self.pending[key]))
+                elif key in self.states and rank >= self.children_per_parent:
+                    displaced.append(key)
         kept.sort(key=lambda kv: kv[1].order)
+        displaced.sort(key=lambda k: self.states[k].order)
+        for key in displaced:
+            self._tombstone(key)
         for key, staged in kept:
             self.states[key] = PUCTState(
                 reward=staged.reward, parent=staged.parent, seed=False, order=staged.order
@@ -352,7 +375,12 @@ class PUCTArchive(BaseModel):
             key=lambda k: (self.states[k].reward, -self.states[k].order),
         )[: max(excess, 0)]
         for key in victims:
-            parent = self.states.pop(key).parent
-            assert parent is not None  # non-seed states always have one (validated)
-            self.evicted[key] = parent
-        return FlushResult(inserted=tuple(k for k, _ in kept), evicted=tuple(victims))
+            self._tombstone(key)
+        return FlushResult(
+            inserted=tuple(k for k, _ in kept), evicted=tuple(victims), displaced=tuple(displaced)
+        )
+
+    def _tombstone(self, key: str) -> None:
+        parent = self.states.pop(key).parent
+        assert parent is not None  # non-seed states always have one (validated)
+        self.evicted[key] = parent

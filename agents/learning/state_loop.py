@@ -25,7 +25,7 @@ from harness.evaluation.result import program_sha256
 from harness.llm.ledger import LLMCallRow
 from harness.llm.offline import register_operators
 
-from .agent import LearningAgent, reward_of
+from .agent import LearningAgent, archive_value, reward_of
 from .policy_roles import PolicyAdvisor, PolicyImplementer
 from .puct import PUCTArchive
 
@@ -57,7 +57,7 @@ def _archive(agent: LearningAgent, ctx: AgentContext, known: dict[str, float | N
     c = cfg.puct_c if cfg.state_reuse == "puct" else 0.0
     archive = PUCTArchive(c=c, children_per_parent=cfg.puct_children_per_parent, capacity=cfg.puct_capacity)
     sha = program_sha256(ctx.task.initial_program)
-    archive.add_seed(sha, reward_of(cfg, ctx.task, known.get(sha)))
+    archive.add_seed(sha, archive_value(ctx.task, known.get(sha)))
     return archive
 
 
@@ -158,7 +158,7 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
                 rewards[g].append(reward)
                 if key is not None and score is not None and program is not None:
                     st.programs.setdefault(key, program)
-                    archive.record(parent, key, reward)
+                    archive.record(parent, key, archive_value(ctx.task, score))
                 else:
                     archive.record(parent, None, None)
             archive.flush()

@@ -26,7 +26,7 @@ from harness.llm import LLMCallRow, LLMClient, LLMSettings, RecordJournal, insta
 from harness.llm.ledger import Ledger
 from harness.llm.offline import register_operators
 
-from . import offline
+from . import offline, offline_exact
 from .config import PACEvolveConfig
 from .interventions import MomentumOutcome, island_progress, update_and_intervene
 from .island import AbsorbInfo, Draft, IslandEngine, Result
@@ -42,6 +42,7 @@ CACHE_DIRNAME = "llm_cache"
 """Response cache directory inside the run directory (``cache = "run"``)."""
 
 offline.register()
+offline_exact.register()
 
 
 class PACEvolveAgent(Agent):

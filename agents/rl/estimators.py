@@ -177,7 +177,7 @@ def entropic(
     ``e_i = exp(beta (r_i - r_max))`` (never overflows: the exponent is <= 0) and
     ``Z_{-i}`` is the mean of the others' ``e``. With ``beta`` None it is chosen by
     :func:`solve_beta` so that KL(q_beta || uniform) = gamma; invariant to shifting and
-    positive scaling of the rewards.
+    positive scaling of the rewards. A constant group gets exactly zero advantages.
 
     Args:
         rewards: One group's rewards (at least 2).
@@ -195,6 +195,10 @@ def entropic(
     if eps <= 0:
         raise ValueError("eps must be positive")
     r = _rewards(rewards, min_size=2)
+    if r.max() == r.min():
+        # A constant group carries no signal: exactly zero (e / (Z + eps) - 1 would be -eps), so
+        # the trainer's all-zero skip fires, as the reference code drops such groups.
+        return np.zeros(r.size, dtype=np.float64)
     if beta is None:
         beta = solve_beta(r, gamma=gamma, max_fraction=max_fraction)
     elif beta < 0 or not math.isfinite(beta):

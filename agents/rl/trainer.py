@@ -42,6 +42,9 @@ class TrainerConfig:
         group_size: Completions per prompt.
         temperature: Sampling temperature (the learner uses the same).
         max_new_tokens: Generation cap.
+        drop_constant_groups: Drop a group whose rewards are all equal before the estimator
+            (TTT-Discover's ``remove_constant_reward_groups``): it has no signal, and left in,
+            its tokens would still enter KL shaping and the loss's token count.
         checkpoint_every: Steps between checkpoints (a checkpoint also closes every run).
         keep_checkpoints: How many checkpoint directories to keep.
         seed: Base seed for rollouts.
@@ -55,6 +58,7 @@ class TrainerConfig:
     group_size: int = 8
     temperature: float = 1.0
     max_new_tokens: int = 64
+    drop_constant_groups: bool = True
     checkpoint_every: int = 1
     keep_checkpoints: int = 2
     seed: int = 0
@@ -163,6 +167,9 @@ class Trainer:
                 raise ValueError("rewards must be finite, one per candidate")
             if len(group) < 2:
                 reasons.append(f"group of {len(group)} candidate(s): no baseline")
+                continue
+            if self.config.drop_constant_groups and r.max() == r.min():
+                reasons.append(f"constant rewards ({r[0]:g}) in a group of {len(group)}")
                 continue
             group_params = dict(params)
             if "k" in group_params:  # k <= N (a budget-cut group can be smaller than planned)

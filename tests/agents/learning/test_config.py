@@ -99,7 +99,8 @@ def test_preflight_rejects_a_missing_policy(tmp_path) -> None:
 
 
 def test_estimator_params_and_planned_steps() -> None:
-    assert estimator_params(ThetaEvolveConfig(eps_num=1e-3)) == {"eps": 1e-3}
+    assert estimator_params(ThetaEvolveConfig(eps_num=1e-3)) == {"eps": 1e-3, "ddof": 0}
+    assert estimator_params(ThetaEvolveConfig(settings="paper")) == {"eps": 1e-6, "ddof": 1}
     assert estimator_params(TTTDiscoverConfig())["gamma"] == pytest.approx(math.log(2))
     assert estimator_params(MaxKConfig(k=3)) == {"k": 3}
     assert set(estimator_params(PACEvolvePPConfig())) == {"k", "eps_num", "eps_skip", "skip_unused_branch"}
@@ -122,3 +123,38 @@ def test_reward_is_progress_normalised_and_failures_are_minus_one() -> None:
     assert reward_of(cfg, task, 7.0) == pytest.approx(5.0)  # clamped
     assert reward_of(cfg, task, None) == -1.0
     assert reward_of(cfg, task, float("nan")) == -1.0
+
+
+def test_paper_settings_are_the_published_values_and_explicit_fields_win() -> None:
+    """Issue 22 item 4: ThetaEvolve's and TTT-Discover's optimiser settings as named presets."""
+    theta = ThetaEvolveConfig(settings="paper")
+    assert (theta.grpo_ddof, theta.clip_eps_lo, theta.clip_eps_hi, theta.tis_cap) == (1, 0.2, 0.28, 2.0)
+    assert (theta.lr, theta.adam_beta2, theta.weight_decay) == (1e-6, 0.98, 0.1)
+    assert theta.loss_aggregation == "seq_mean"
+    ttt = TTTDiscoverConfig(settings="paper")
+    assert (ttt.lr, ttt.adam_beta1, ttt.adam_beta2, ttt.weight_decay) == (4e-5, 0.9, 0.95, 0.0)
+    assert ttt.lora_r == 32
+    assert (ttt.estimator, ttt.clip, ttt.loss_aggregation, ttt.kl_mode, ttt.kl_coef) == (
+        "entropic", False, "token_sum", "shaping", 0.1,
+    )  # fmt: skip
+    assert ttt.max_prompt_tokens >= 8192  # the CPU cut removed the task statement
+    # The default is the CPU preset, and explicit values beat the named preset.
+    assert ThetaEvolveConfig().settings == "cpu" and ThetaEvolveConfig().grpo_ddof == 0
+    assert TTTDiscoverConfig.model_validate({"settings": "paper", "lr": 1e-3}).lr == 1e-3
+    # The name and the resolved values are what run.json records (model_dump of the config).
+    dumped = TTTDiscoverConfig(settings="paper").model_dump(mode="json")
+    assert dumped["settings"] == "paper" and dumped["adam_beta2"] == 0.95
+    with pytest.raises(ValueError):
+        LearningConfig.model_validate({"settings": "gpu-maybe"})
+
+
+def test_paper_optimiser_settings_reach_the_backend(tmp_path) -> None:
+    from agents.learning.policy_backend import build_backend
+
+    cfg = TTTDiscoverConfig(settings="paper", advisor_model="tiny-random", lora_targets=["q_proj"])
+    backend, _, sampler = build_backend(cfg, seed=0, work_dir=tmp_path)
+    assert sampler == "hf" or sampler == "vllm"
+    learner = getattr(backend, "learner", backend)
+    group = learner.optimizer.param_groups[0]
+    assert group["betas"] == (0.9, 0.95) and group["lr"] == 4e-5 and group["weight_decay"] == 0.0
+    assert learner.lora.r == 32

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agents.learning.puct import SCALE_FLOOR, PUCTArchive
+from agents.learning.puct import SCALE_FLOOR, FlushResult, PUCTArchive
 
 SQRT7 = math.sqrt(7.0)
 
@@ -141,6 +141,25 @@ def test_flush_keeps_top_children_per_parent_with_first_staged_ties() -> None:
     # Dropped children were never archived, so they may be staged again.
     arc.record("c2", "c1", 2.0)
     assert "c1" in arc.pending
+
+
+def test_top_children_rule_ranks_all_of_a_parents_children_across_steps() -> None:
+    """Issue 22 item 4: 0.70 and 0.705 arriving a step after 0.60 and 0.65 replace them."""
+    arc = PUCTArchive(children_per_parent=2)
+    arc.add_seed("s", 0.5)
+    arc.record("s", "a", 0.60)
+    arc.record("s", "b", 0.65)
+    arc.flush()
+    arc.record("a", "g", 0.9)  # a has a descendant: displacing a keeps the lineage via a tombstone
+    arc.record("s", "c", 0.70)
+    arc.record("s", "d", 0.705)
+    arc.record("s", "e", 0.62)
+    result = arc.flush()
+    assert result.inserted == ("g", "c", "d") and result.displaced == ("a", "b")
+    assert set(arc.keys()) == {"s", "c", "d", "g"} and arc.evicted == {"a": "s", "b": "s"}
+    assert list(arc._ancestors("g")) == ["a", "s"]
+    arc.record("s", "f", 0.1)  # worse than both kept children: never enters
+    assert arc.flush() == FlushResult(inserted=(), evicted=(), displaced=())
 
 
 def test_duplicate_children_are_staged_once_with_their_best_reward() -> None:
@@ -398,6 +417,16 @@ def test_random_operations_keep_invariants_and_round_trip(
             assert seeds_before <= set(arc.keys()) and not arc.pending
             assert len(arc) <= max(capacity, len(seeds_before))
             live_nonseed = [s.reward for s in arc.states.values() if not s.seed]
+            per_parent: dict[str, list[float]] = {}
+            for state in arc.states.values():
+                if state.parent is not None:
+                    per_parent.setdefault(state.parent, []).append(state.reward)
+            assert all(len(v) <= cpp for v in per_parent.values())  # archive-wide top-k
+            for key in result.displaced:  # a displaced child lost to cpp siblings at least as good
+                assert key in arc.evicted and key not in arc.states
+                sibs = [before[k] for k, s in arc.states.items() if s.parent == arc.evicted[key]]
+                sibs += [before[k] for k in result.evicted if arc.evicted[k] == arc.evicted[key]]
+                assert sum(r >= before[key] for r in sibs) >= cpp
             if result.evicted:  # evicts exactly the excess, lowest rewards first
                 assert len(arc) == max(capacity, len(seeds_before))
                 assert all(k in arc.evicted for k in result.evicted)
@@ -412,3 +441,24 @@ def test_random_operations_keep_invariants_and_round_trip(
             assert again.select(8) == arc.select(8)
             assert [again.score(k) for k in again.keys()] == [arc.score(k) for k in arc.keys()]
         arc = again  # keep going from the restored copy: checkpoints must be resumable
+
+
+def test_archive_ranks_raw_scores_not_clamped_rewards() -> None:
+    """Issue 22 item 4: below y_init every progress reward is 0, so PUCT ranked ties."""
+    from types import SimpleNamespace
+
+    from agents.learning.agent import archive_value
+    from agents.learning.puct import MAX_ABS
+
+    maximise = SimpleNamespace(progress=SimpleNamespace(y_init=0.8, y_target=1.0))
+    minimise = SimpleNamespace(progress=SimpleNamespace(y_init=10.0, y_target=1.0))
+    values = [archive_value(maximise, y) for y in (0.60, 0.65, 0.70, 0.705)]  # type: ignore[arg-type]
+    assert values == [0.60, 0.65, 0.70, 0.705]  # all below y_init, still strictly ordered
+    assert archive_value(minimise, 12.0) < archive_value(minimise, 11.0)  # type: ignore[arg-type]
+    assert archive_value(maximise, None) == -MAX_ABS  # type: ignore[arg-type]
+    assert archive_value(maximise, float("nan")) == -MAX_ABS  # type: ignore[arg-type]
+    arc = PUCTArchive(children_per_parent=2)
+    arc.add_seed("s", archive_value(maximise, 0.8))  # type: ignore[arg-type]
+    for key, y in zip("abcd", (0.60, 0.65, 0.70, 0.705), strict=True):
+        arc.record("s", key, archive_value(maximise, y))  # type: ignore[arg-type]
+    assert arc.flush().inserted == ("c", "d")

@@ -118,8 +118,10 @@ def test_entropic_guards():
     # Half the group tied at the maximum: sup = ln 2 again.
     a = E.entropic([0.0, 0.0, 5.0, 5.0])
     assert np.all(np.isfinite(a)) and a[2] == a[3] > 0
-    # Constant group: all advantages zero.
-    np.testing.assert_allclose(E.entropic([2.0, 2.0, 2.0]), 0.0, atol=1e-11)  # -eps bias
+    # Constant group: exactly zero (was -eps, which defeated the trainer's all-zero skip).
+    for beta in (None, 2.0):
+        a = E.entropic([2.0, 2.0, 2.0], beta=beta)
+        assert a.tolist() == [0.0, 0.0, 0.0] and not np.any(a != 0.0)
     # Huge fixed beta: no overflow, finite (bounded by 1/eps).
     a = E.entropic([-1.0, 0.0, 1e9], beta=1e6)
     assert np.all(np.isfinite(a))

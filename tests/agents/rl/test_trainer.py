@@ -55,7 +55,7 @@ def test_loop_writes_parquet_and_resumes(make_backend, tmp_path):
 
 
 def test_collapsed_group_is_logged_as_skip(make_backend, tmp_path):
-    trainer = make_trainer(make_backend, tmp_path)
+    trainer = make_trainer(make_backend, tmp_path, drop_constant_groups=False)
     before = {n: p.detach().clone() for n, p in trainer.backend.model.named_parameters() if p.requires_grad}
     row = trainer.train_step([[1, 2]], lambda c: -1.0)  # every candidate failed
     assert row.skipped and "collapsed" in row.skip_reason and np.isnan(row.loss) and row.tokens == 0
@@ -67,10 +67,33 @@ def test_collapsed_group_is_logged_as_skip(make_backend, tmp_path):
 
 
 def test_zero_advantage_batch_is_skipped(make_backend, tmp_path):
-    cfg = TrainerConfig(estimator="grpo", group_size=3, max_new_tokens=3)
+    cfg = TrainerConfig(estimator="grpo", group_size=3, max_new_tokens=3, drop_constant_groups=False)
     trainer = Trainer(make_backend(), cfg, tmp_path)
     row = trainer.train_step([[1, 2]], lambda c: 2.0)
     assert row.skipped and row.skip_reason == "all advantages are zero"
+
+
+@pytest.mark.parametrize("drop", [True, False])
+def test_constant_entropic_group_never_moves_the_adapter(make_backend, tmp_path, drop):
+    """Issue 22 item 4: entropic gave -1e-12 on a constant group, so KL shaping and Adam still ran."""
+    cfg = TrainerConfig(estimator="entropic", group_size=4, max_new_tokens=3, drop_constant_groups=drop)
+    trainer = Trainer(make_backend(lr=0.05), cfg, tmp_path)
+    before = {n: p.detach().clone() for n, p in trainer.backend.model.named_parameters() if p.requires_grad}
+    row = trainer.train_step([[1, 2], [3, 4]], lambda c: 0.25)
+    reason = "constant rewards (0.25) in a group of 4" if drop else "all advantages are zero"
+    assert row.skipped and reason in row.skip_reason and row.tokens == 0
+    assert trainer.backend.adapter_version == 0
+    after = dict(trainer.backend.model.named_parameters())
+    assert all((after[n] == before[n]).all() for n in before)
+
+
+def test_constant_group_is_dropped_and_the_others_still_train(make_backend, tmp_path):
+    cfg = TrainerConfig(estimator="grpo", group_size=4, max_new_tokens=3)
+    trainer = Trainer(make_backend(lr=0.05), cfg, tmp_path)
+    groups = trainer.rollout([[1, 2], [3, 4]])
+    rewards = [np.full(4, 1.0), np.array([0.0, 1.0, 0.0, 1.0])]
+    row = trainer.update_on(groups, rewards)
+    assert not row.skipped and row.tokens == sum(len(c.token_ids) for c in groups[1])
 
 
 def test_bad_config_and_rewards_rejected(make_backend, tmp_path):
