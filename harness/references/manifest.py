@@ -45,6 +45,13 @@ class ReferenceProgram(BaseModel):
     """Anything a reader must know (e.g. the paper's test set differs from the variant's)."""
 
     @property
+    def repo_path(self) -> str:
+        """The file's path inside its repository (the URL after ``/<commit>/``; '' if not pinned)."""
+        if not self.commit or f"/{self.commit}/" not in self.url:
+            return ""
+        return self.url.split(f"/{self.commit}/", 1)[1].split("?")[0]
+
+    @property
     def suffix(self) -> str:
         """File suffix of the fetched program (from the URL)."""
         return Path(self.url.split("?")[0]).suffix or ".txt"

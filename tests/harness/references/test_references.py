@@ -22,7 +22,10 @@ def test_family_manifests_name_their_papers_programs(family: str) -> None:
     for r in refs:
         assert default_registry().get(r.variant).family == family
         assert r.paper_value is not None and r.protocol and r.license == "MIT"
-        assert r.sha256 == ""  # not verifiable from here: never fetched until someone pins it
+        # pinned: a raw URL at a full commit, the file's path inside the repository, its sha256
+        assert len(r.commit) == 40 and r.url.startswith("https://raw.githubusercontent.com/")
+        assert r.repo_path.startswith("results/") and r.url.endswith(r.repo_path)
+        assert len(r.sha256) == 64
 
 
 def ref_for(path: Path, sha: str, variant: str = "selftest-tiny") -> ReferenceProgram:
@@ -45,7 +48,7 @@ def test_fetch_verifies_the_checksum(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not got.exists()  # refused bytes are not saved
     with pytest.raises(ReferenceError, match="no sha256 pinned"):
         fetch_reference("selftest", ref_for(src, ""))
-    with pytest.raises(ReferenceError, match="download"):
+    with pytest.raises(ReferenceError, match="failed"):
         fetch_reference("selftest", ref_for(tmp_path / "missing.py", good))
 
 
@@ -66,3 +69,27 @@ def test_fetch_eval_and_leaderboard_line(tmp_path: Path, monkeypatch: pytest.Mon
     table = reference_lines(boards, "selftest", "selftest-tiny")
     assert table is not None and "not runs" in str(table.title)
     assert reference_lines(boards, "selftest", "other-variant") is None
+
+
+def test_fetch_from_a_mirror_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path / "cache"))
+    commit = "a" * 40
+    mirror = tmp_path / "checkout"
+    (mirror / "results" / "x").mkdir(parents=True)
+    body = b"int main() { return 0; }\n"
+    (mirror / "results" / "x" / "prog.cpp").write_bytes(body)
+    ref = ReferenceProgram(
+        name="mirrored", variant="selftest-tiny", license="MIT", commit=commit,
+        url=f"https://example.invalid/repo/{commit}/results/x/prog.cpp",
+        sha256=hashlib.sha256(body).hexdigest(),
+    )  # fmt: skip
+    assert ref.repo_path == "results/x/prog.cpp"
+    got = fetch_reference("selftest", ref, mirror=mirror)  # the URL is never opened
+    assert got.read_bytes() == body and got.suffix == ".cpp"
+    got.unlink()
+    (mirror / "results" / "x" / "prog.cpp").write_bytes(body + b"// changed\n")
+    with pytest.raises(ReferenceError, match="sha256 mismatch"):
+        fetch_reference("selftest", ref, mirror=mirror)
+    unpinned = ref.model_copy(update={"commit": ""})
+    with pytest.raises(ReferenceError, match="does not pin a commit"):
+        fetch_reference("selftest", unpinned, mirror=mirror)
