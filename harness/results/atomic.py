@@ -120,7 +120,7 @@ def atomic_file(path: StrPath) -> Iterator[IO[bytes]]:
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
-        if isinstance(e, OSError) and e.filename is None:
+        if isinstance(e, OSError) and e.errno is not None and e.filename is None:
             e.filename = str(target)  # a full disk fails the write, which names no file
         raise
     fsync_dir(parent)
