@@ -253,6 +253,7 @@ class PACEAgent(PACEvolveAgent):
         controller = Controller(self._client_now(), ctx.task, cfg, state.base_seed)
         configs, channels = self._candidates(controller, rng, step)
         self._island_prompts = configs
+        incumbent = p.prompt
         u0 = self._u_best()
         try:
             rows = super()._step(ctx, state, engine)
@@ -283,7 +284,10 @@ class PACEAgent(PACEvolveAgent):
         best = p.front.best()
         if best is not None:
             p.prompt = best.config
-        u1 = self._u_best()
+        if cfg.saturation_estimate == "round":
+            u0, u1 = _round_estimate(incumbent, p.prompt, configs, island_u, best.u if best else None)
+        else:
+            u1 = self._u_best()
         sat = saturation(u0, u1, cfg.epsilon, cfg.saturation_rule)
         common = {"u_before": u0, "u_after": u1, "delta_u": sat.delta_u, "epsilon": cfg.epsilon}
         self._emit(
@@ -479,6 +483,21 @@ class PACEAgent(PACEvolveAgent):
         n = self.cfg.subset_units_hint
         size = max(1, round(n * rng.uniform(lo, hi)))
         return SubsetRequest(seed=rng.getrandbits(31), size=size)
+
+
+def _round_estimate(
+    old: PromptConfig, new: PromptConfig, configs: list[PromptConfig], island_u: list[float], front_u: float | None
+) -> tuple[float, float]:
+    """(Û(A(P_{t−1}, C)), Û(A(P_t, C))) measured in one prompt round (the paper's ΔÛ_P).
+
+    P_{t−1} is measured by the island that ran it (island 0), P_t by the island that ran it this
+    round, or by its front entry when it is an older member; the same configuration gives ΔÛ_P = 0.
+    """
+    measured = dict(zip((c.key() for c in configs), island_u, strict=False))
+    u_old = measured.get(old.key(), island_u[0] if island_u else 0.0)
+    if new.key() == old.key():
+        return u_old, u_old
+    return u_old, measured.get(new.key(), front_u if front_u is not None else u_old)
 
 
 def _json(obj: Any) -> str:
