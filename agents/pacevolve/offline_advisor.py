@@ -7,8 +7,8 @@ fast and slow timescales change what is proposed, not just a random seed):
 
 * **requirements** (PACE appends its structural directive as one): an option written as
   ``edit <name> <n>`` ranks first, an entry named by its name (``scale-literal``, an operator
-  name) next; a requirement to avoid what was already tried ranks options named in the island's
-  experiment log last;
+  name) next; within a level, options the island's experiment log already shows come last, and a
+  requirement to avoid what was already tried puts them after every untried option;
 * **role** (the system message's first line): an explorer role ranks entries the idea pool does not
   name yet first; a role that exploits what worked ranks the entry of the pool's best idea first;
 * **temperature** (the request's): the ``k``-th option of the ranking is drawn with weight
@@ -118,7 +118,8 @@ def ranking(p: OfflinePrompt, opts: list[Option]) -> list[Option]:
     if scored:
         pick = max(scored, key=lambda i: (i.best or 0.0) if maximize else -(i.best or 0.0))
         best_entry = (pick.entry or "").lower()
-    tried = p.section("experiments already run on this island").lower() if _AVOID_TRIED in low else ""
+    tried = p.section("experiments already run on this island")
+    avoid = _AVOID_TRIED in low
 
     def key(o: Option) -> tuple[int, int]:
         name = o.name.lower()
@@ -132,7 +133,8 @@ def ranking(p: OfflinePrompt, opts: list[Option]) -> list[Option]:
             level = 2
         else:
             level = 3
-        return (level, int(bool(tried) and o.text in tried))
+        seen = int(f"{o.text} ({o.shown})" in tried)
+        return (seen, level) if avoid else (level, seen)
 
     return sorted(opts, key=key)  # sorted() is stable: the published order breaks ties
 

@@ -19,7 +19,8 @@ from agents.pace.prompt_config import REQUIREMENT_LIBRARY, ROLE_LIBRARY, PromptC
 from agents.pacevolve import prompting
 from agents.pacevolve.parsing import parse_edit
 from agents.pacevolve.roles import IslandView, Selection
-from agents.pacevolve.state import Idea
+from agents.pacevolve.offline_advisor import options
+from agents.pacevolve.state import Idea, LogEntry
 from harness.envs.registry import default_registry
 from harness.llm.offline import answer, register_operators
 from harness.runner.runner import task_spec
@@ -28,13 +29,13 @@ _NAMED = re.compile(r"Hypothesis: (edit \S+ \d+)")
 BASE = PromptConfig(temperature=0.0)
 
 
-def _view(ideas: tuple[Idea, ...] = ()) -> IslandView:
+def _view(ideas: tuple[Idea, ...] = (), log: tuple[LogEntry, ...] = ()) -> IslandView:
     task = task_spec(default_registry().get("eplb-tiny"))
     register_operators(task.env_id, list(task.mutations))
     pool = ideas or (Idea(id=1, description="Balance the hot experts."),)
     return IslandView(
         task=task, island=0, step=1, seed=5, program=task.initial_program, program_score=0.0,
-        best_score=0.0, ideas=pool, pruned=(), log=(),
+        best_score=0.0, ideas=pool, pruned=(), log=log,
     )  # fmt: skip
 
 
@@ -97,6 +98,23 @@ def test_generation_names_distinct_entries_led_by_the_requirement() -> None:
     named = _NAMED.findall(answer("exact", msgs, 0, 0.0))
     assert len(named) == 3 and named[0].startswith("edit swap-comparison")
     assert len({n.split()[1] for n in named}) == 3
+
+
+def test_tried_options_come_last_and_the_avoid_requirement_puts_them_after_all_untried() -> None:
+    from harness.llm.offline import parse_offline_prompt
+
+    first = _selected(BASE)
+    opts = options(parse_offline_prompt(prompting.idea_selection(_view())))
+    swaps = [o for o in opts if o.name == "swap-comparison"]
+    log = tuple(LogEntry(step=1, idea_id=1, hypothesis=f"{o.text} ({o.shown}); x", outcome="evaluated")
+                for o in [*swaps, *(o for o in opts if o.text == first)])  # fmt: skip
+    view = _view(log=log)
+    assert _selected(BASE, view) != first  # the default pick was tried: the next untried one
+    swap = BASE.model_copy(update={"requirements": (REQUIREMENT_LIBRARY[-1],)})
+    assert _selected(swap, view).startswith("edit swap-comparison")  # named entry, even if tried
+    avoid = revise(swap, [REQUIREMENT_LIBRARY[4]])  # "... already tried."
+    picked = _selected(avoid, view)
+    assert not picked.startswith("edit swap-comparison") and picked != first
 
 
 # -- ΔÛ_P as the paper defines it ------------------------------------------------------------
