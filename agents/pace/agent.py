@@ -7,16 +7,17 @@ and its control logic C (the scaffold settings of :data:`control.EDITABLE`). No 
   other island a candidate from one of three channels (a library mutation, a reflective revision
   written by the controller from root causes of the last round's failures, a crossover of the two
   most complementary front members); each candidate joins the Pareto front of progress vs proposer
-  tokens with its failure categories; the front's best becomes the incumbent. The round's
-  validated gain ΔÛ_P (best full-evaluation progress after minus before) feeds the saturation
-  trigger; saturated -> slow timescale.
+  tokens with its failure categories; the front's best becomes the incumbent. The round's gain
+  ΔÛ_P = Û(A(P_t, C)) − Û(A(P_{t−1}, C)), both measured in the round (island 0 ran P_{t−1}),
+  feeds the saturation trigger; saturated -> slow timescale.
 * **Slow timescale**: the controller proposes a bounded control edit (:mod:`control`); a scaffold
   step runs under C' with the edit's structural directive in the proposer's requirements; its
   programs pass the safety gates before evaluation. The best program of the step and the
   incumbent program are scored on the same fresh validation subset; the edit is committed iff the
   candidate wins by more than δ, then the candidate is evaluated in full again and the edit is
   rolled back if that is below the incumbent's full score. After a commit (or
-  ``max_slow_attempts`` rejections) the agent returns to the fast timescale.
+  ``max_slow_attempts`` rejections, default 1: Algorithm 1's prompt round before every control
+  attempt) the agent returns to the fast timescale.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from . import offline
 from .config import PACEConfig
 from .control import EDITABLE, safety_violation
 from .controller import Controller, Failure
-from .credit import gate, saturation, should_roll_back
+from .credit import gate, round_estimate, saturation, should_roll_back
 from .front import Entry
 from .prompt_config import Channel, PromptConfig, crossover, mutate, revise
 from .prompted_client import PROPOSER_ROLES, PromptedClient
@@ -285,7 +286,7 @@ class PACEAgent(PACEvolveAgent):
         if best is not None:
             p.prompt = best.config
         if cfg.saturation_estimate == "round":
-            u0, u1 = _round_estimate(incumbent, p.prompt, configs, island_u, best.u if best else None)
+            u0, u1 = round_estimate(incumbent, p.prompt, configs, island_u, best.u if best else None)
         else:
             u1 = self._u_best()
         sat = saturation(u0, u1, cfg.epsilon, cfg.saturation_rule)
@@ -483,21 +484,6 @@ class PACEAgent(PACEvolveAgent):
         n = self.cfg.subset_units_hint
         size = max(1, round(n * rng.uniform(lo, hi)))
         return SubsetRequest(seed=rng.getrandbits(31), size=size)
-
-
-def _round_estimate(
-    old: PromptConfig, new: PromptConfig, configs: list[PromptConfig], island_u: list[float], front_u: float | None
-) -> tuple[float, float]:
-    """(Û(A(P_{t−1}, C)), Û(A(P_t, C))) measured in one prompt round (the paper's ΔÛ_P).
-
-    P_{t−1} is measured by the island that ran it (island 0), P_t by the island that ran it this
-    round, or by its front entry when it is an older member; the same configuration gives ΔÛ_P = 0.
-    """
-    measured = dict(zip((c.key() for c in configs), island_u, strict=False))
-    u_old = measured.get(old.key(), island_u[0] if island_u else 0.0)
-    if new.key() == old.key():
-        return u_old, u_old
-    return u_old, measured.get(new.key(), front_u if front_u is not None else u_old)
 
 
 def _json(obj: Any) -> str:

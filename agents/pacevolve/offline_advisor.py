@@ -108,7 +108,9 @@ def ranking(p: OfflinePrompt, opts: list[Option]) -> list[Option]:
     reqs = p.section("additional requirements")
     low = reqs.lower()
     named = {(m.group(1).lower(), int(m.group(2))) for m in _NAMED.finditer(reqs)}
-    entries = {o.name.lower() for o in opts if re.search(rf"(?<![\w-]){re.escape(o.name.lower())}(?![\w-])", low)}
+    entries = {
+        o.name.lower() for o in opts if re.search(rf"(?<![\w-]){re.escape(o.name.lower())}(?![\w-])", low)
+    }
     role = _role(p)
     ideas = pool(p)
     in_pool = {i.entry.lower() for i in ideas if i.entry}
@@ -183,7 +185,9 @@ def idea_classification(p: OfflinePrompt, rng: random.Random) -> str:
     for title, verdict in (("idea pool", "yes"), ("abandoned ideas", "abandoned")):
         for idea in pool(p, title):
             if entry is not None and idea.entry is not None and idea.entry.lower() == entry:
-                return f"{LABEL}\nIdea exists: {verdict}\nIdea ID: {idea.id}\nDescription: edits of `{entry}`\n"
+                return (
+                    f"{LABEL}\nIdea exists: {verdict}\nIdea ID: {idea.id}\nDescription: edits of `{entry}`\n"
+                )
     text = " ".join(p.section("proposed idea").split())[:300] or "No edit named."
     return f"{LABEL}\nIdea exists: no\nDescription: {text}\n"
 

@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agents.pacevolve  # noqa: F401 - registers offline/exact
-from agents.pace.agent import _round_estimate
+from agents.pace.credit import round_estimate
 from agents.pace.prompt_config import REQUIREMENT_LIBRARY, ROLE_LIBRARY, PromptConfig, revise
 from agents.pacevolve import prompting
+from agents.pacevolve.offline_advisor import options
 from agents.pacevolve.parsing import parse_edit
 from agents.pacevolve.roles import IslandView, Selection
-from agents.pacevolve.offline_advisor import options
 from agents.pacevolve.state import Idea, LogEntry
 from harness.envs.registry import default_registry
 from harness.llm.offline import answer, register_operators
@@ -55,7 +55,9 @@ def test_requirements_and_the_directive_name_the_proposed_edit() -> None:
     scale = BASE.model_copy(update={"requirements": (REQUIREMENT_LIBRARY[-2],)})
     assert _selected(scale).startswith("edit scale-literal")
     # PACE's structural directive reaches the proposer as a requirement (agent._prompt_for).
-    directive = revise(BASE, ["Structural change to make now: Restructure the evolvable block around packing-order."])
+    directive = revise(
+        BASE, ["Structural change to make now: Restructure the evolvable block around packing-order."]
+    )
     assert _selected(directive).startswith("edit packing-order")
     exact = revise(BASE, ["Try edit scale-literal 3 next."])
     assert _selected(exact) == "edit scale-literal 3"
@@ -123,11 +125,11 @@ A, B, C = (PromptConfig(temperature=t) for t in (0.2, 0.5, 0.8))
 
 def test_round_estimate_compares_the_two_prompts_in_the_same_round() -> None:
     # The incumbent kept: ΔÛ_P = 0 whatever the run's best did.
-    assert _round_estimate(A, A, [A, B, C], [0.4, 0.9, 0.1], 0.4) == (0.4, 0.4)
+    assert round_estimate(A, A, [A, B, C], [0.4, 0.9, 0.1], 0.4) == (0.4, 0.4)
     # A new incumbent from island 1: its u against island 0's (the old prompt's) u this round.
-    assert _round_estimate(A, B, [A, B, C], [0.4, 0.9, 0.1], 0.9) == (0.4, 0.9)
+    assert round_estimate(A, B, [A, B, C], [0.4, 0.9, 0.1], 0.9) == (0.4, 0.9)
     # An older front member: its front u.
-    assert _round_estimate(A, C, [A, B], [0.3, 0.2], 0.5) == (0.3, 0.5)
+    assert round_estimate(A, C, [A, B], [0.3, 0.2], 0.5) == (0.3, 0.5)
 
 
 @settings(max_examples=80, deadline=None)
@@ -135,5 +137,5 @@ def test_round_estimate_compares_the_two_prompts_in_the_same_round() -> None:
 def test_round_estimate_is_not_a_best_so_far(us: list[float], pick: int) -> None:
     configs = [PromptConfig(temperature=round(0.1 * i, 1)) for i in range(len(us))]
     new = configs[min(pick, len(us) - 1)]
-    u_old, u_new = _round_estimate(configs[0], new, configs, us, None)
+    u_old, u_new = round_estimate(configs[0], new, configs, us, None)
     assert u_old == us[0] and u_new == us[configs.index(new)]

@@ -21,7 +21,10 @@ def directive_share(run_dir: Any) -> tuple[float, float, int]:
     t = pd.read_parquet(run_dir / "pace.parquet")
     named = it["hypothesis"].str.extract(_EDIT)[0]
     edits = t[(t["event"] == "control_edit") & (t["edit_json"].fillna("") != "")]
-    targets = {int(r.step): json.loads(r.edit_json)["directive"].rsplit(" ", 1)[-1].rstrip(".") for r in edits.itertuples()}
+    targets = {
+        int(r.step): json.loads(r.edit_json)["directive"].rsplit(" ", 1)[-1].rstrip(".")
+        for r in edits.itertuples()
+    }
     slow = it["step"].isin(list(targets))
     fast_named = named[~slow]
     hits, base = [], []
