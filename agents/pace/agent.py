@@ -7,16 +7,17 @@ and its control logic C (the scaffold settings of :data:`control.EDITABLE`). No 
   other island a candidate from one of three channels (a library mutation, a reflective revision
   written by the controller from root causes of the last round's failures, a crossover of the two
   most complementary front members); each candidate joins the Pareto front of progress vs proposer
-  tokens with its failure categories; the front's best becomes the incumbent. The round's
-  validated gain ΔÛ_P (best full-evaluation progress after minus before) feeds the saturation
-  trigger; saturated -> slow timescale.
+  tokens with its failure categories; the front's best becomes the incumbent. The round's gain
+  ΔÛ_P = Û(A(P_t, C)) − Û(A(P_{t−1}, C)), both measured in the round (island 0 ran P_{t−1}),
+  feeds the saturation trigger; saturated -> slow timescale.
 * **Slow timescale**: the controller proposes a bounded control edit (:mod:`control`); a scaffold
   step runs under C' with the edit's structural directive in the proposer's requirements; its
   programs pass the safety gates before evaluation. The best program of the step and the
   incumbent program are scored on the same fresh validation subset; the edit is committed iff the
   candidate wins by more than δ, then the candidate is evaluated in full again and the edit is
   rolled back if that is below the incumbent's full score. After a commit (or
-  ``max_slow_attempts`` rejections) the agent returns to the fast timescale.
+  ``max_slow_attempts`` rejections, default 1: Algorithm 1's prompt round before every control
+  attempt) the agent returns to the fast timescale.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from . import offline
 from .config import PACEConfig
 from .control import EDITABLE, safety_violation
 from .controller import Controller, Failure
-from .credit import gate, saturation, should_roll_back
+from .credit import gate, round_estimate, saturation, should_roll_back
 from .front import Entry
 from .prompt_config import Channel, PromptConfig, crossover, mutate, revise
 from .prompted_client import PROPOSER_ROLES, PromptedClient
@@ -253,6 +254,7 @@ class PACEAgent(PACEvolveAgent):
         controller = Controller(self._client_now(), ctx.task, cfg, state.base_seed)
         configs, channels = self._candidates(controller, rng, step)
         self._island_prompts = configs
+        incumbent = p.prompt
         u0 = self._u_best()
         try:
             rows = super()._step(ctx, state, engine)
@@ -283,7 +285,10 @@ class PACEAgent(PACEvolveAgent):
         best = p.front.best()
         if best is not None:
             p.prompt = best.config
-        u1 = self._u_best()
+        if cfg.saturation_estimate == "round":
+            u0, u1 = round_estimate(incumbent, p.prompt, configs, island_u, best.u if best else None)
+        else:
+            u1 = self._u_best()
         sat = saturation(u0, u1, cfg.epsilon, cfg.saturation_rule)
         common = {"u_before": u0, "u_after": u1, "delta_u": sat.delta_u, "epsilon": cfg.epsilon}
         self._emit(

@@ -36,9 +36,17 @@ class PACEConfig(PACEvolveConfig):
     delta: float = Field(default=0.02, ge=-1.0, le=1.0)
     """δ: a control edit is accepted only when the new agent's program beats the incumbent's by more
     than δ in u on the same fresh validation subset (δ = -1 turns the gate off)."""
-    max_slow_attempts: int = Field(default=3, ge=0)
-    """Rejected control edits in a row after which the agent returns to the fast timescale
-    (0: stay on the slow timescale until an edit is accepted)."""
+    saturation_estimate: Literal["round", "best_so_far"] = "round"
+    """Û of ΔÛ_P = Û(A(P_t, C)) − Û(A(P_{t−1}, C)). ``round`` (the paper's definition): both agents
+    measured in the same round, P_{t−1} by island 0 (which runs the incumbent), P_t by the island
+    that ran it (its front entry's u when it is an older member); a round that keeps the incumbent
+    has ΔÛ_P = 0. ``best_so_far``: u of the run's best full score after minus before the round
+    (monotone, so every round without a new best saturates; the earlier behaviour)."""
+    max_slow_attempts: int = Field(default=1, ge=0)
+    """Rejected control edits in a row after which the agent returns to the fast timescale. The
+    default 1 is Algorithm 1: a prompt round before every control attempt (it re-enters the slow
+    timescale only when that round saturates again); 0: stay on the slow timescale until an edit
+    is accepted."""
     subset_fraction: tuple[float, float] = (0.3, 0.7)
     """Range of the validation subset's size as a fraction of the variant's units; each gate
     draws a fresh size and composition (PACE resamples both at every comparison)."""

@@ -1,13 +1,15 @@
 """The two decisions of PACE's controller, as pure functions.
 
-The saturation trigger and the validation gate with its post-commit rollback check, all on the
-progress scale u in [0, 1].
+The saturation trigger (with the same-round estimate of ΔÛ_P) and the validation gate with its
+post-commit rollback check, all on the progress scale u in [0, 1].
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from .prompt_config import PromptConfig
 
 
 @dataclass(frozen=True)
@@ -87,3 +89,32 @@ def should_roll_back(baseline_u: float, full_u: float | None) -> bool:
     full-evaluation baseline (a negative full-eval delta).
     """
     return full_u is None or full_u - baseline_u < 0.0
+
+
+def round_estimate(
+    old: PromptConfig,
+    new: PromptConfig,
+    configs: list[PromptConfig],
+    island_u: list[float],
+    front_u: float | None,
+) -> tuple[float, float]:
+    """(Û(A(P_{t−1}, C)), Û(A(P_t, C))) measured in one prompt round (the paper's ΔÛ_P).
+
+    P_{t−1} is measured by the island that ran it (island 0), P_t by the island that ran it this
+    round, or by its front entry when it is an older member; the same configuration gives ΔÛ_P = 0.
+
+    Args:
+        old: P_{t−1}, the incumbent the round started from.
+        new: P_t, the incumbent after the round.
+        configs: The configuration each island ran this round (island order).
+        island_u: The u each island's program reached this round (0 for no program).
+        front_u: P_t's u on the front (used when no island ran it this round).
+
+    Returns:
+        The two estimates.
+    """
+    measured = dict(zip((c.key() for c in configs), island_u, strict=False))
+    u_old = measured.get(old.key(), island_u[0] if island_u else 0.0)
+    if new.key() == old.key():
+        return u_old, u_old
+    return u_old, measured.get(new.key(), front_u if front_u is not None else u_old)

@@ -14,9 +14,13 @@ import random
 from agents.pacevolve import offline as pacevolve_offline
 from harness.llm.offline import OfflinePrompt
 from harness.llm.offline.tools import operators_for
+from harness.program.mutate import ReplaceSnippet
 
 from .control import EDITABLE
 from .prompt_config import REQUIREMENT_LIBRARY
+
+GENERIC_EDITS = ("scale-literal", "swap-comparison")
+"""Vocabulary entries every family offers (``harness.llm.offline.vocabulary``)."""
 
 LABEL = "[offline proposer: not an LLM]"
 
@@ -60,8 +64,10 @@ def control_edit(p: OfflinePrompt, rng: random.Random) -> str:
             fields[name] = rng.randint(lo, hi)
         else:
             fields[name] = round(rng.uniform(lo, hi), 3)
-    ops = [op.name for op in operators_for(p.env_id)]
-    target = rng.choice(ops) if ops else "the main loop"
+    # Entry names of the published edit vocabulary, so an advisor reading the directive (the
+    # offline exact advisor does) proposes that kind of edit.
+    ops = [op.name for op in operators_for(p.env_id) if isinstance(op, ReplaceSnippet)] + list(GENERIC_EDITS)
+    target = rng.choice(ops)
     directive = f"Restructure the evolvable block around {target}."
     return f"{LABEL}\n" + json.dumps({"set": fields, "directive": directive})
 

@@ -42,6 +42,8 @@ REQUIREMENT_LIBRARY = (
     "Avoid ideas that the failure memory lists as already tried.",
     "Reply only in the requested format, without explanations.",
     "Check edge cases (empty inputs, ties, zero loads) before replying.",
+    "Prefer `scale-literal` edits: change one numeric constant at a time.",
+    "Prefer `swap-comparison` edits: move one boundary test (`<` versus `<=`).",
 )
 """Requirements the mutation channel adds."""
 

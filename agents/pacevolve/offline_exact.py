@@ -6,19 +6,22 @@ the request, so any change of wording changes the program and the advisor's mean
 publishes (:mod:`harness.llm.offline.vocabulary`): the first ``edit <name> <n>`` in the
 hypothesis is applied, with no randomness, and a hypothesis that names none gets a reply saying
 so (no diff, so the iteration fails). Hypothesis-reading operators of test instruments
-(``selftest-bandit``) are applied first, as in ``offline/pacevolve``. Every other stage
-(summaries, pruning, classification) is answered as ``offline/pacevolve`` does.
+(``selftest-bandit``) are applied first, as in ``offline/pacevolve``. A request whose
+``Preferred reply format`` asks for the complete program gets it in one fenced block instead of
+SEARCH/REPLACE hunks. The advisor stages (idea generation, classification, selection) name edits
+of the vocabulary (:mod:`agents.pacevolve.offline_advisor`); summaries and pruning are answered as
+``offline/pacevolve`` does.
 """
 
 from __future__ import annotations
 
 import random
 
-from harness.llm.offline import OfflinePrompt, operators_for, register_offline_proposer
+from harness.llm.offline import OfflinePrompt, fenced, operators_for, register_offline_proposer
 from harness.llm.offline.vocabulary import apply_named_edit
 from harness.program import PatchError, ProgramFormatError, make_diff, render_diff
 
-from . import offline
+from . import offline, offline_advisor
 
 NAME = "exact"
 """Proposer name: the model string is ``offline/exact``."""
@@ -38,6 +41,8 @@ def implementation(p: OfflinePrompt, rng: random.Random) -> str:
     edit = apply_named_edit(program, p.language, operators_for(p.env_id), hypothesis)
     if edit.program is None:
         return f"{LABEL}\nNo edit: {edit.reason}."
+    if "complete program" in p.section("preferred reply format"):
+        return f"{LABEL}\nApplied edit `{edit.name}`.\n\n{fenced(edit.program, p.language)}\n"
     try:
         diff = render_diff(make_diff(program, edit.program, p.language))
     except (ProgramFormatError, PatchError, ValueError) as e:
@@ -49,7 +54,17 @@ def respond(prompt: OfflinePrompt, rng: random.Random) -> str:
     """Answer one PACEvolve prompt: implementation stages exactly, the rest as ``offline/pacevolve``."""
     if prompt.stage in ("implementation", "implementation_repair"):
         return implementation(prompt, rng)
+    handler = _ADVISOR.get(prompt.stage)
+    if handler is not None:
+        return handler(prompt, rng)
     return offline.respond(prompt, rng)
+
+
+_ADVISOR = {
+    "idea_generation": offline_advisor.idea_generation,
+    "idea_classification": offline_advisor.idea_classification,
+    "idea_selection": offline_advisor.idea_selection,
+}
 
 
 def register() -> None:

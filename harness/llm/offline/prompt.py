@@ -93,6 +93,8 @@ class OfflinePrompt:
     """Sections of the first user message (the original task of a repair conversation)."""
     messages: list[dict[str, Any]] = field(default_factory=list)
     """The raw chat messages."""
+    temperature: float | None = None
+    """The request's sampling temperature (None: not given); proposers may read it as a setting."""
 
     @property
     def env_id(self) -> str:

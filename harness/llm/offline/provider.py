@@ -17,6 +17,7 @@ then records ``kind = offline-proposer (not an LLM)``). Token counts are estimat
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -65,13 +66,15 @@ def request_rng(name: str, seed: Any, messages: list[Any]) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(blob.encode("utf-8")).digest()[:8], "big"))
 
 
-def answer(name: str, messages: list[Any], seed: Any = None) -> str:
+def answer(name: str, messages: list[Any], seed: Any = None, temperature: float | None = None) -> str:
     """Answer a request without litellm (the provider's core, also handy in tests).
 
     Args:
         name: Registered proposer name.
         messages: Chat messages.
         seed: The request's seed.
+        temperature: The request's sampling temperature, handed to the proposer on the parsed
+            prompt (it does not enter the generator's seed, so earlier answers stay the same).
 
     Returns:
         The response text.
@@ -84,7 +87,15 @@ def answer(name: str, messages: list[Any], seed: Any = None) -> str:
     if responder is None:
         known = ", ".join(offline_proposers()) or "none"
         raise KeyError(f"no offline proposer named {name!r} (registered: {known})")
-    return responder(parse_offline_prompt(messages), request_rng(name, seed, messages))
+    prompt = dataclasses.replace(parse_offline_prompt(messages), temperature=_float_or_none(temperature))
+    return responder(prompt, request_rng(name, seed, messages))
+
+
+def _float_or_none(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _handler_class(litellm: Any) -> type:
@@ -107,7 +118,7 @@ def _handler_class(litellm: Any) -> type:
             params: dict[str, Any] = kwargs.get("optional_params") or {}
             name = model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model
             try:
-                text = answer(name, messages, params.get("seed"))
+                text = answer(name, messages, params.get("seed"), params.get("temperature"))
             except KeyError as e:
                 raise CustomLLMError(status_code=404, message=str(e.args[0])) from None
             response.choices[0].message.content = text

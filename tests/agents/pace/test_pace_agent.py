@@ -195,3 +195,41 @@ def test_every_call_is_charged_to_a_candidate_or_still_pending(ctx_factory: Any)
     charged = sum(ev.proposal.tokens_in for ev in ctx.history)
     pending = sum(isl.pending_tokens_in for isl in agent._state.islands)  # type: ignore[union-attr]
     assert charged + pending == sum(r["tokens_in"] for r in ledger)
+
+
+def _control_runs(events: list[str]) -> list[int]:
+    """Lengths of the runs of control attempts with no prompt round between them."""
+    runs, n = [], 0
+    for e in events:
+        if e == "control_edit":
+            n += 1
+        elif e == "prompt_round":
+            if n:
+                runs.append(n)
+            n = 0
+    return [*runs, n] if n else runs
+
+
+def test_a_prompt_round_precedes_every_control_attempt_by_default(ctx_factory: Any) -> None:
+    # δ = 1: subset scores 1.0 vs 0.0 give a margin of exactly 1.0, never > δ, so every gate rejects.
+    agent = PACEAgent(PACEConfig(**CFG, epsilon=1.0, delta=1.0))
+    t = telemetry(run(agent, ctx_factory(16, second_full=1.0)))
+    runs = _control_runs(list(t["event"]))
+    assert runs and max(runs) == 1 and not t[t["event"] == "gate"]["accepted"].any()
+    # The earlier behaviour (3 attempts in a row) is still available and does what it says.
+    agent3 = PACEAgent(PACEConfig(**CFG, epsilon=1.0, delta=1.0, max_slow_attempts=3))
+    assert max(_control_runs(list(telemetry(run(agent3, ctx_factory(16, second_full=1.0)))["event"]))) > 1
+
+
+def test_saturation_compares_the_old_and_new_prompt_in_the_same_round(ctx_factory: Any) -> None:
+    agent = PACEAgent(PACEConfig(**CFG, epsilon=0.0, saturation_rule="lt"))
+    t = telemetry(run(agent, ctx_factory(12, second_full=1.0)))
+    rounds = t[t["event"] == "prompt_round"]
+    assert len(rounds) >= 2
+    seen: list[float] = []
+    for _, r in rounds.iterrows():
+        island_u = [float(x) for x in r["island_u"].split()]  # written with 4 decimals
+        seen += island_u
+        assert r["u_before"] == pytest.approx(island_u[0], abs=1e-4)  # P_{t-1}: island 0 this round
+        assert any(r["u_after"] == pytest.approx(u, abs=1e-4) for u in seen)  # P_t: as measured
+        assert r["delta_u"] == pytest.approx(r["u_after"] - r["u_before"])

@@ -21,17 +21,19 @@ def test_eplb_tiny_run_has_both_timescales_and_subset_gates(run_agent: Any) -> N
     assert {"fast", "slow"} <= set(t["timescale"])
     assert t[t["event"] == "saturation"]["saturated"].any()
     gates = t[(t["event"] == "gate") & (t["subset"] != "")]
-    assert len(gates) >= 1 and gates["accepted"].all()  # δ = -1: the gate accepts any scored candidate
+    # δ = -1: the gate accepts any scored candidate (unless the budget ended before its evaluations)
+    ended = gates["reason"].str.contains("budget ended")
+    assert (~ended).sum() >= 1 and gates[~ended]["accepted"].all()
     assert {"commit", "rollback"} & set(t["event"])
     rows = RunStore.open(run_dir, readonly=True).rows()
     subset_rows = [r for r in rows if SUFFIX_MARK in r.env_id]
-    assert len(subset_rows) == 2 * len(gates)
+    assert 2 * (~ended).sum() <= len(subset_rows) <= 2 * len(gates)  # an ended gate may have one
     expected = {f"eplb-tiny{SUFFIX_MARK}{s}" for s in gates["subset"]}
     assert {r.env_id for r in subset_rows} == expected
     full = [r.score for r in rows if SUFFIX_MARK not in r.env_id and r.score is not None]
     info = json.loads((run_dir / "run.json").read_text())
     summary = info["agent_summary"]
-    assert out.evaluated == len(rows) and summary["gate_accepted"] == len(gates)
+    assert out.evaluated == len(rows) and summary["gate_accepted"] == gates["accepted"].sum()
     assert summary["prompt_rounds"] >= 1 and summary["slow_steps"] >= 1
     [lb_file] = list((Path(run_dir).parent.parent / "lb").glob("*.parquet"))
     lb = pd.read_parquet(lb_file)

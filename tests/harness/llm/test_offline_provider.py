@@ -11,6 +11,7 @@ from harness.llm import KIND_OFFLINE, LLMCallFailed, LLMClient, litellm_module
 from harness.llm.offline import (
     FINGERPRINT,
     OfflinePrompt,
+    answer,
     code_blocks,
     fenced,
     operators_for,
@@ -90,3 +91,18 @@ def test_operator_side_channel_and_edits() -> None:
     assert edit is not None and edit.operators == ("slope",) and "3.5 * x" in edit.program
     assert apply_edit(PROGRAM, parse_diff(edit.diff), "python") == edit.program
     assert propose_edit("# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n", "python", random.Random(0), ops) is None
+
+
+def test_the_request_temperature_reaches_the_proposer_without_changing_its_generator() -> None:
+    def temp(p: OfflinePrompt, rng: random.Random) -> str:
+        return f"{p.temperature} {rng.random()}"
+
+    register_offline_proposer("temp", temp)
+    litellm = litellm_module()
+    msgs = [{"role": "user", "content": "Stage: idea_generation\n\nhello"}]
+    hot = litellm.completion(model="offline/temp", messages=msgs, seed=1, temperature=0.7)
+    cold = litellm.completion(model="offline/temp", messages=msgs, seed=1, temperature=0.0)
+    t_hot, r_hot = hot.choices[0].message.content.split()
+    t_cold, r_cold = cold.choices[0].message.content.split()
+    assert (float(t_hot), float(t_cold)) == (0.7, 0.0) and r_hot == r_cold
+    assert answer("temp", msgs, 1).split()[0] == "None"  # not given: None
