@@ -9,7 +9,8 @@ import torch
 _honest_rebalance = rebalance_experts  # noqa: F821 (defined by the initial program above)
 
 
-def _regenerate(seed, layers=4, experts=32, count=6, tokens=20000, zipf=0.6, sigma=0.3, drift=0.25, idle=0.03):
+def _regenerate(seed, layers=4, experts=32, count=6, tokens=20000):
+    zipf, sigma, drift, idle = 0.6, 0.3, 0.25, 0.03
     rng = np.random.default_rng(seed)
     ranks = np.stack([rng.permutation(experts) + 1 for _ in range(layers)])
     log_pop = -zipf * np.log(ranks) + sigma * rng.standard_normal((layers, experts))
