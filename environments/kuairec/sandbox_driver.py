@@ -21,7 +21,8 @@ What this process checks (rule ``protocol``; the candidate's code runs here too,
 detections a candidate that rewrites this driver in its own process could evade; the scorer's
 re-derivation in a fresh process is the check it cannot): the data stream was not read before it
 was handed over; torch's optimiser, loss and autograd entry points are the ones present before the
-candidate was imported; parameters change only in the optimiser's step; the optimiser's learning
+candidate was imported; parameters and buffers (the very tensors the module started with) change
+only in the optimiser's step; the optimiser's learning
 rate and weight decay stay as declared.
 
 Exit codes: 0 success, 3 a task rule is broken (message on stderr), 4 the scorer asked for CUDA
