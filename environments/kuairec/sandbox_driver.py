@@ -22,8 +22,8 @@ detections a candidate that rewrites this driver in its own process could evade;
 re-derivation in a fresh process is the check it cannot): the data stream was not read before it
 was handed over; torch's optimiser, loss and autograd entry points are the ones present before the
 candidate was imported; parameters and buffers (the very tensors the module started with) change
-only in the optimiser's step; the optimiser's learning
-rate and weight decay stay as declared.
+only in the optimiser's step; the optimiser's settings (learning rate, weight decay, betas, eps,
+...) and parameter list stay as created.
 
 Exit codes: 0 success, 3 a task rule is broken (message on stderr), 4 the scorer asked for CUDA
 and this sandbox has none (never a silent CPU run), anything else an error.
@@ -297,6 +297,18 @@ def _unchanged(model, torch, norms, start, snapshot, when):
             _rule(f"'protocol': {name} changed outside the optimiser's step ({when})")
 
 
+def _settings(opt):
+    """Every setting of every parameter group, and the identity of its parameters.
+
+    Not only lr and weight decay: betas, eps or ``maximize`` edited through ``gc`` change the
+    steps as much (issue 20).
+    """
+    return [
+        ({k: v for k, v in g.items() if k != "params"}, [id(t) for t in g["params"]])
+        for g in opt.param_groups
+    ]
+
+
 def train(here, out, p, torch, stdin):
     """The fixed protocol: epochs of sampled softmax; per epoch, validation outputs and a checkpoint."""
     shape = p["data_shape"]
@@ -309,7 +321,7 @@ def train(here, out, p, torch, stdin):
     start = _watched(model, torch, norms)
     unique = list({id(v): v for v in params.values()}.values())  # tied weights once
     opt = torch.optim.AdamW(unique, lr=hp["lr"], weight_decay=hp["weight_decay"])
-    declared = [(hp["lr"], hp["weight_decay"])]
+    declared = _settings(opt)
     lengths = np.diff(offsets)
     trainable = np.flatnonzero(lengths >= 2)
     t0 = time.perf_counter()
@@ -338,8 +350,8 @@ def train(here, out, p, torch, stdin):
             loss.backward()
             # Weights move only here, at the declared rate (checked before every step).
             _unchanged(model, torch, norms, start, snapshot, f"epoch {epoch}")
-            if [(g["lr"], g["weight_decay"]) for g in opt.param_groups] != declared:
-                _rule("'protocol': the optimiser's learning rate or weight decay was changed")
+            if _settings(opt) != declared:
+                _rule("'protocol': the optimiser's settings (lr, weight decay, betas, eps, ...) were changed")
             opt.step()
             snapshot = {k: v.detach().clone() for k, v in start.items()}
         _check_guarded(torch, guarded, f"during epoch {epoch}")
