@@ -1,6 +1,6 @@
-# hack: honest predictions with every fifth one +inf and the rest scaled past float64's range by a
-# float128-free trick (huge Python ints in a list): an inf must never top the ranking, and an int
-# too large for a float must be the candidate's invalid answer, not a crash of the scorer
+# hack: honest predictions as a list, every fifth replaced by the Python int 10**400 (beyond
+# float64, so it would become inf and top the ranking): an int too large for a float must be the
+# candidate's invalid answer, not an inf that scores and not a crash of the scorer
 # expect: invalid
 # reason: finite
 # base: initial-program
