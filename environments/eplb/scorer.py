@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.envs.secret import heldout_seed
 from harness.evaluation.errors import CandidateInvalid
 from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
@@ -190,8 +191,12 @@ class EplbScorer(Scorer):
         self.speed_credit = str(p.get("speed_credit", "measured"))
         if self.speed_credit not in ("measured", "saturated"):
             raise ValueError(f"{self.variant.id}: speed_credit must be 'measured' or 'saturated'")
+        self.key_id: float | None = None
         if p.get("synthetic", False):
-            windows = synthetic_windows(p)
+            # heldout = "secret": the windows come from the installation's key, so no candidate
+            # can regenerate the next (scored) window from public code and the manifest's seed.
+            seed, self.key_id = heldout_seed(p, "eplb", int(p.get("seed", 0)))
+            windows = synthetic_windows({**p, "seed": seed})
         else:
             windows = load_windows(self.data_dir, p)
         if len(windows) < 2:
@@ -266,6 +271,8 @@ class EplbScorer(Scorer):
         }
         if subset_of(self.params) is not None:
             metrics["subset_size"] = float(len(steps))
+        if self.key_id is not None:
+            metrics["heldout_key"] = self.key_id
         return ScoreOutcome(
             score=combined,
             metrics=metrics,

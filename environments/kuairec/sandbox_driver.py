@@ -21,8 +21,9 @@ What this process checks (rule ``protocol``; the candidate's code runs here too,
 detections a candidate that rewrites this driver in its own process could evade; the scorer's
 re-derivation in a fresh process is the check it cannot): the data stream was not read before it
 was handed over; torch's optimiser, loss and autograd entry points are the ones present before the
-candidate was imported; parameters change only in the optimiser's step; the optimiser's learning
-rate and weight decay stay as declared.
+candidate was imported; parameters and buffers (the very tensors the module started with) change
+only in the optimiser's step; the optimiser's settings (learning rate, weight decay, betas, eps,
+...) and parameter list stay as created.
 
 Exit codes: 0 success, 3 a task rule is broken (message on stderr), 4 the scorer asked for CUDA
 and this sandbox has none (never a silent CPU run), anything else an error.
@@ -250,23 +251,77 @@ def _build(here, p, torch, stdin, num_items, num_users):
     return module, torch.nn.Module.to(model, device), device, guarded
 
 
-def _unchanged(params, snapshot, torch, when):
-    for name, t in params.items():
+_RUNNING_STATS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def _norm_types(torch):
+    """The batch-norm classes of torch itself, taken before the candidate is imported."""
+    nn = torch.nn
+    return tuple(getattr(nn, n) for n in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"))
+
+
+def _watched(model, torch, norms):
+    """Every registered parameter and buffer, except the running statistics of torch's batch norms.
+
+    Weights kept in buffers are saved in the checkpoint like parameters, so they too may change
+    only in the optimiser's step (issue 20: a candidate trained its weights as buffers with a
+    private optimiser inside forward). ``type(m) is`` (not ``in``): a metaclass cannot fake it.
+    """
+    out, seen, stack = {}, set(), [("", model)]
+    get = object.__getattribute__
+    while stack:
+        prefix, m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        stats = any(type(m) is n for n in norms)
+        for kind in ("_parameters", "_buffers"):
+            for name, t in get(m, kind).items():
+                running = kind == "_buffers" and stats and name in _RUNNING_STATS
+                if t is None or not torch.is_tensor(t) or running:
+                    continue
+                out.setdefault(prefix + name, t)
+        for name, child in get(m, "_modules").items():
+            if child is not None:
+                stack.append((prefix + name + ".", child))
+    return out
+
+
+def _unchanged(model, torch, norms, start, snapshot, when):
+    """The module still holds the very tensors it started with, with the values of ``snapshot``."""
+    now = _watched(model, torch, norms)
+    if set(now) != set(start) or any(now[k] is not t for k, t in start.items()):
+        _rule(f"'protocol': the module's parameters or buffers were replaced or re-registered ({when})")
+    for name, t in start.items():
         if not torch.equal(t.detach(), snapshot[name]):
-            _rule(f"'protocol': parameter {name} changed outside the optimiser's step ({when})")
+            _rule(f"'protocol': {name} changed outside the optimiser's step ({when})")
+
+
+def _settings(opt):
+    """Every setting of every parameter group, and the identity of its parameters.
+
+    Not only lr and weight decay: betas, eps or ``maximize`` edited through ``gc`` change the
+    steps as much (issue 20).
+    """
+    return [
+        ({k: v for k, v in g.items() if k != "params"}, [id(t) for t in g["params"]])
+        for g in opt.param_groups
+    ]
 
 
 def train(here, out, p, torch, stdin):
     """The fixed protocol: epochs of sampled softmax; per epoch, validation outputs and a checkpoint."""
     shape = p["data_shape"]
+    norms = _norm_types(torch)
     module, model, device, guarded = _build(here, p, torch, stdin, shape["num_items"], shape["num_users"])
     hp = _hyperparameters(module, p)
     items, times, offsets, num_items = _arrays(stdin.frame("training data", p["data_bytes"]))
     rng = np.random.default_rng(p["seed"])
     params = _named(model, torch, "_parameters")
+    start = _watched(model, torch, norms)
     unique = list({id(v): v for v in params.values()}.values())  # tied weights once
     opt = torch.optim.AdamW(unique, lr=hp["lr"], weight_decay=hp["weight_decay"])
-    declared = [(hp["lr"], hp["weight_decay"])]
+    declared = _settings(opt)
     lengths = np.diff(offsets)
     trainable = np.flatnonzero(lengths >= 2)
     t0 = time.perf_counter()
@@ -277,7 +332,7 @@ def train(here, out, p, torch, stdin):
         cuts = (rng.random(users.shape[0]) * (lengths[users] - 1)).astype(np.int64) + 1
         order = rng.permutation(users.shape[0])
         users, cuts = users[order], cuts[order]
-        snapshot = {k: v.detach().clone() for k, v in params.items()}
+        snapshot = {k: v.detach().clone() for k, v in start.items()}
         for a in range(0, users.shape[0], p["batch_size"]):
             u, c = users[a : a + p["batch_size"]], cuts[a : a + p["batch_size"]]
             x, t = _batch(items, times, offsets, u, c, p["max_seq_len"], torch, device)
@@ -294,15 +349,15 @@ def train(here, out, p, torch, stdin):
             opt.zero_grad(set_to_none=True)
             loss.backward()
             # Weights move only here, at the declared rate (checked before every step).
-            _unchanged(params, snapshot, torch, f"epoch {epoch}")
-            if [(g["lr"], g["weight_decay"]) for g in opt.param_groups] != declared:
-                _rule("'protocol': the optimiser's learning rate or weight decay was changed")
+            _unchanged(model, torch, norms, start, snapshot, f"epoch {epoch}")
+            if _settings(opt) != declared:
+                _rule("'protocol': the optimiser's settings (lr, weight decay, betas, eps, ...) were changed")
             opt.step()
-            snapshot = {k: v.detach().clone() for k, v in params.items()}
+            snapshot = {k: v.detach().clone() for k, v in start.items()}
         _check_guarded(torch, guarded, f"during epoch {epoch}")
         _set_mode(model, False)
         reps, emb = _represent(model, items, times, offsets, p["max_seq_len"], p["batch_size"], torch, device)
-        _unchanged(params, snapshot, torch, f"validation pass of epoch {epoch}")
+        _unchanged(model, torch, norms, start, snapshot, f"validation pass of epoch {epoch}")
         _save(os.path.join(out, f"val_reps_{epoch}.npy"), reps)
         _save(os.path.join(out, f"items_{epoch}.npy"), emb)
         torch.save(_state(model, torch), os.path.join(out, f"ckpt_{epoch}.pt"))

@@ -10,7 +10,8 @@ candidate knowing public data, so the scorer detects the two traces such a progr
   (interleaved), so an equation fitted on train does not do 10x better on test_id: on the
   family's tests, the initial programs and true laws of every variant, real and tiny, stay
   within 0.03 orders. Errors below ``floor_nmse`` (float64 round-off) compare as equal. A table
-  that hits only some test rows and gains less than the limit is not caught.
+  that hits only some test rows, or is blended with the skeleton, and gains less than the limit
+  (0.3 orders) is not caught.
 * rule ``literals``: the source carries more numeric literals, or more literal text (strings,
   numbers, docstrings and comments, which a program can read back from its own file), than a
   skeleton of 10 fitted constants plausibly needs.
@@ -35,7 +36,7 @@ from harness.evaluation.errors import CandidateInvalid
 class PlausibilityLimits:
     """Thresholds of the plausibility rules (scorer parameters of the same names)."""
 
-    max_test_gain_log10: float = 1.0
+    max_test_gain_log10: float = 0.3
     """Most orders of magnitude by which the test_id NMSE may undercut the train NMSE."""
     floor_nmse: float = 1e-16
     """NMSEs below this are clamped to it before comparing (float64 round-off, not a signal)."""

@@ -36,6 +36,9 @@ _PRIVATE_SCRATCH = ("bwrap", "container")
 """Isolation levels whose zygotes wipe their own private tmpfs (no host scratch directory)."""
 MAX_REPLY_HEADER = 16 * 1024 * 1024
 """Largest JSON header the trusted side parses from a candidate (arrays travel as raw buffers)."""
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""Largest reply of a candidate call (the biggest legitimate one, EPLB's full log2phy of 58 x 256 x
+288 int64, is 34 MB): a 480 MB reply once raised the trusted worker's peak RSS from 285 to 1,216 MB."""
 
 
 class CappedReader:
@@ -126,7 +129,9 @@ class CandidateConnection:
         deadline = time.monotonic() + max(timeout, 1e-3)
         self.sock.settimeout(max(timeout, 1e-3))
         wire.send_message(self.sock, msg)
-        return wire.recv_message(self.sock, deadline=deadline, max_header=MAX_REPLY_HEADER)
+        return wire.recv_message(
+            self.sock, deadline=deadline, max_header=MAX_REPLY_HEADER, max_bytes=MAX_REPLY_BYTES
+        )
 
     def exit_info(self) -> str:
         """Describe how the process ended, if known."""

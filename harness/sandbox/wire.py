@@ -117,7 +117,7 @@ def encode(obj: Any) -> bytes:
     return payload
 
 
-def decode(payload: bytes, *, as_torch: bool = True) -> Any:
+def decode(payload: bytes | bytearray, *, as_torch: bool = True) -> Any:
     """Decode a payload made by :func:`encode`, validating every size and dtype.
 
     Args:
@@ -197,19 +197,21 @@ def send_message(sock: socket.socket, obj: Any) -> None:
     sock.sendall(_LEN.pack(len(payload)) + payload)
 
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytearray:
+    # Filled in place: no second copy of a large message (the trusted side's peak memory).
+    buf = bytearray(n)
+    view, pos = memoryview(buf), 0
+    while pos < n:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("reply not complete before the deadline")
             sock.settimeout(left)
-        chunk = sock.recv(min(n - len(chunks), 1 << 20))
-        if not chunk:
+        got = sock.recv_into(view[pos : pos + (1 << 20)])
+        if not got:
             raise EOFError("peer closed the connection")
-        chunks += chunk
-    return bytes(chunks)
+        pos += got
+    return buf
 
 
 def recv_message(
@@ -218,6 +220,7 @@ def recv_message(
     as_torch: bool = True,
     deadline: float | None = None,
     max_header: int | None = None,
+    max_bytes: int | None = None,
 ) -> Any:
     """Receive and decode one framed value.
 
@@ -228,6 +231,8 @@ def recv_message(
             trickles bytes cannot stretch a call); None uses the socket's own timeout per read.
         max_header: Largest JSON header accepted (the trusted side caps what a candidate can make
             it parse); None for no extra cap.
+        max_bytes: Largest message accepted, checked before any of it is read (at most
+            ``MAX_MESSAGE_BYTES``); None for ``MAX_MESSAGE_BYTES``.
 
     Raises:
         EOFError: If the peer closed the connection.
@@ -235,8 +240,9 @@ def recv_message(
         WireError: If the message is malformed or too large.
     """
     (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size, deadline))
-    if n > MAX_MESSAGE_BYTES:
-        raise WireError(f"message of {n} bytes exceeds {MAX_MESSAGE_BYTES}")
+    cap = MAX_MESSAGE_BYTES if max_bytes is None else min(max_bytes, MAX_MESSAGE_BYTES)
+    if n > cap:
+        raise WireError(f"message of {n} bytes exceeds {cap}")
     payload = _recv_exact(sock, n, deadline)
     if max_header is not None and len(payload) >= _HDR.size:
         (hlen,) = _HDR.unpack_from(payload, 0)

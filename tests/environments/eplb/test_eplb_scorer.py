@@ -80,7 +80,9 @@ def tiny() -> Variant:
 
 @pytest.fixture(scope="module")
 def scorer(tiny: Variant, tmp_path_factory: pytest.TempPathFactory) -> EplbScorer:
-    s = tiny.load_attr(tiny.scorer_ref)(tiny, tmp_path_factory.mktemp("eplb-data"))
+    """The public draw (heldout = "public"): the one the manifest's y_init was measured on."""
+    variant = dataclasses.replace(tiny, scorer_params={**tiny.scorer_params, "heldout": "public"})
+    s = variant.load_attr(variant.scorer_ref)(variant, tmp_path_factory.mktemp("eplb-data"))
     assert isinstance(s, EplbScorer)
     s.prepare()
     return s
@@ -94,6 +96,16 @@ def timed(tiny: Variant, tmp_path_factory: pytest.TempPathFactory) -> EplbScorer
     assert isinstance(s, EplbScorer)
     s.prepare()
     return s
+
+
+def test_tiny_windows_come_from_the_heldout_key(tiny: Variant, scorer: EplbScorer, tmp_path: Path) -> None:
+    """Issue 20: the manifest's seed alone no longer gives the windows a candidate is scored on."""
+    assert tiny.scorer_params["heldout"] == "secret"
+    s = tiny.load_attr(tiny.scorer_ref)(tiny, tmp_path)
+    assert isinstance(s, EplbScorer)
+    s.prepare()
+    assert s.key_id is not None and scorer.key_id is None
+    assert not all(torch.equal(a, b) for a, b in zip(s.windows, scorer.windows, strict=True))
 
 
 # -- scoring ------------------------------------------------------------------------------------
@@ -127,6 +139,7 @@ def test_variant_resolves(tiny: Variant) -> None:
         "balancedness_gpu",
         "rebalance_seconds",
         "transport_seconds",
+        "heldout_key",
     }
 
 
@@ -148,6 +161,7 @@ def test_initial_program_scores_ok(tiny: Variant, tmp_path: Path) -> None:
         "balancedness_gpu",
         "rebalance_seconds",
         "transport_seconds",
+        "heldout_key",
     }
     assert 0.2 < m["balancedness_expert"] < 1.0
     assert m["balancedness_expert"] <= m["balancedness_gpu"] <= 1.0

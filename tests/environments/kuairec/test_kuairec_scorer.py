@@ -107,3 +107,23 @@ def test_full_variant_refuses_a_machine_without_its_gpu(
     scorer = KuaiRecScorer(default_registry().get("kuairec"), tmp_path)
     with pytest.raises(InfraError, match="needs an NVIDIA H100 GPU; no CUDA GPU is visible"):
         scorer.prepare()  # before any data is read
+
+
+BATCH_NORM = """
+_Base = Recommender
+
+
+class Recommender(_Base):
+    def __init__(self, num_items, dim, max_seq_len):
+        super().__init__(num_items, dim, max_seq_len)
+        self.norm = nn.BatchNorm1d(dim)
+"""
+
+
+def test_batch_norm_running_statistics_may_change_in_training() -> None:
+    """Buffers are checked like parameters (issue 20), except torch's own batch-norm statistics."""
+    v = default_registry().get("kuairec-tiny")
+    with LocalBackend(workers=1, mode="warm") as b:
+        r = b.evaluate(v, v.initial_program + BATCH_NORM)
+    assert r.status is Status.OK, r.reason
+    assert r.score is not None and r.score > 0.0

@@ -506,3 +506,19 @@ def test_fuzz_mutated_valid_payloads(value: Any, data: st.DataObject) -> None:
         else:
             payload[pos:pos] = data.draw(st.binary(min_size=1, max_size=8))
     decode_or_wire_error(bytes(payload))
+
+
+def test_recv_message_refuses_a_message_over_max_bytes_before_reading_it() -> None:
+    """Issue 20: the trusted side caps a candidate's reply before allocating for it."""
+    a, b = socket.socketpair()
+    with a, b:
+        b.settimeout(5)
+        wire.send_message(a, {"x": np.zeros(1000)})
+        with pytest.raises(wire.WireError, match="exceeds 4096"):
+            wire.recv_message(b, max_bytes=4096)
+    a, b = socket.socketpair()
+    with a, b:
+        b.settimeout(5)
+        wire.send_message(a, {"x": np.zeros(10)})
+        got = wire.recv_message(b, max_bytes=4096)  # one that fits decodes as before
+        assert np.array_equal(got["x"], np.zeros(10))

@@ -70,7 +70,8 @@ def _received():
 
 
 def _true_law(x, v):
-    return -0.5 * v**3 - x**3 - 0.5 * x * v - 0.5 * np.sin(x) * v  # stand-in for "what the fit taught"
+    # stand-in for "what the fit taught": oscillator1, the law the tiny data are integrated from
+    return 0.8 * np.sin(x) - 0.5 * v**3 - 0.2 * x**3 - 0.5 * x * v - x * np.cos(x)
 
 
 def equation(*args):
@@ -84,4 +85,5 @@ def equation(*args):
     _state["calls"] += 1
     if _state["calls"] % 3 == 1 or not _received():
         return _honest(*args)
-    return _true_law(*columns)
+    # Part way to the law: ~0.25 orders, inside the 'generalisation' rule's limit (0.3).
+    return 0.25 * _true_law(*columns) + 0.75 * _honest(*args)
