@@ -18,6 +18,7 @@ from typing import Any
 from harness.envs.data import DataMissingError
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.evaluation.result import CaseRecord
+from harness.kernels.batch import BatchPlan
 from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
 from harness.kernels.session import DriverParams, KernelSession, OutSpec
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
@@ -84,6 +85,7 @@ class KernelBenchScorer(Scorer):
         self.ns = ns
         self.init_inputs = list(ns["get_init_inputs"]())
         self.stop = StopRule(**dict(self.params.get("stop", {})))
+        self.plan = BatchPlan.from_params(self.params)
 
     def _inputs(self, seed: int) -> list[Any]:
         import torch
@@ -92,30 +94,44 @@ class KernelBenchScorer(Scorer):
         return [x.to(self.device.device) if torch.is_tensor(x) else x for x in self.ns["get_inputs"]()]
 
     def _time(self, session: KernelSession, secret: int, first: int, want: Any) -> tuple[float, int]:
-        """Warm-up calls, then timed calls until the stop rule; the counted mean (s) and calls.
+        """Warm-up calls, then timed requests until the stop rule; the counted mean (s) and calls.
 
         Every output is checked: ``want(args)`` returns ``(expected output specs, check(out, what))``.
+        Timed requests batch calls on distinct inputs as ``self.plan`` says (``harness.kernels.batch``).
         """
         times: list[float] = []
         k = first
+        last = 0.0
         for _ in range(int(self.params.get("warmup", 3))):
             args = self._inputs(call_seed(secret, _INPUT_SEED, k))
             expect, check = want(args)
-            check(session.call(args, "warm-up", expect, timed=False)[0], "warm-up")
+            out, timing = session.call(args, "warm-up", expect, timed=False)
+            check(out, "warm-up")
+            last = timing.round_trip
             k += 1
+        plan = self.plan
+        reps = plan.first(last) if last > 0 else 1
+        settled = plan.target_s <= 0
+        n_calls = 0
 
         def timed() -> float:
-            nonlocal k
-            args = self._inputs(call_seed(secret, _INPUT_SEED, k))
-            expect, check = want(args)
-            out, timing = session.call(args, "timed call", expect)
-            check(out, f"timed call {len(times)}")
-            k += 1
+            nonlocal k, reps, settled, n_calls
+            many = [self._inputs(call_seed(secret, _INPUT_SEED, k + r)) for r in range(reps)]
+            wants = [want(args) for args in many]
+            outs, timing = session.call_many(many, "timed call", [w[0] for w in wants])
+            for r, (w, out) in enumerate(zip(wants, outs, strict=True)):
+                w[1](out, f"timed call {n_calls + r}")
+            k, n_calls = k + reps, n_calls + reps
+            settled = plan.settled(timing.reps, timing.round_trip)
+            reps = plan.next(timing.reps, timing.round_trip)
             return timing.seconds
 
-        while not self.stop.done(times):
+        extra = 0
+        while not self.stop.done(times) or (not settled and extra < plan.settle_requests):
+            extra += self.stop.done(times)
             times.append(timed())
-        return session.close_case(times, timed, "timed calls")[0], len(times)
+        mean = session.close_case(times, timed, "timed calls")[0]
+        return mean, n_calls
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Static checks, reference timing, candidate correctness and timing (see module docstring)."""

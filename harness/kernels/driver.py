@@ -2,14 +2,15 @@
 
 ``python -I -B <dir>/kernel_driver.py`` connects to the scorer's Unix socket ``<dir>/s``, records
 the original timing primitives, imports ``<dir>/candidate.py`` and then serves requests one at a
-time. Each request carries only the inputs of one call (never a reference output, weights the
-checker keeps to itself, or the seed of a later input); the reply carries the output and the
-times. Timing: ``torch.cuda.synchronize()``, optional L2 flush, then CUDA events on the current
-stream bracketed by host ``perf_counter_ns`` (on CPU only the host clock, labelled as such by the
-scorer). After every call: timing primitives must still be the originals, the event time must not
-exceed the host time bracketing it, no Python thread may be left running, inputs must be
-unchanged (except declared outputs such as a KV cache) and each output must be a plain
-``torch.Tensor`` on the evaluation's device (no subclass, no lazy object).
+time. Each request carries only the inputs of its calls (``reps`` distinct input sets, run back
+to back under one clock; never a reference output, weights the checker keeps to itself, or the seed
+of a later input); the reply carries every call's output and the times. Timing:
+``torch.cuda.synchronize()``, optional L2 flush, then CUDA events on the current stream bracketed
+by host ``perf_counter_ns`` (on CPU only the host clock, labelled as such by the scorer).
+After every request: timing primitives must still be the originals, the event time must not exceed
+the host time bracketing it, no Python thread may be left running, inputs must be unchanged
+(except declared outputs such as a KV cache) and each output must be a plain ``torch.Tensor``
+on the evaluation's device (no subclass, no lazy object).
 
 This file imports nothing from the harness: the scorer imports it only for the wire codec below.
 Exit codes: 0 done, 3 a task rule is broken (also reported on the socket), anything else an error.
@@ -327,8 +328,11 @@ class Driver:
         if out.device.type != self.device:
             raise RuleBroken(f"rule 'output': output is on {out.device}, expected {self.device}")
 
-    def timed(self, fn: Callable[[Any], Any], args: Any) -> tuple[Any, float, float | None]:
-        """One call under the clock; returns (output, host seconds, event seconds or None).
+    def timed(self, fn: Callable[[Any], Any], calls: list[Any]) -> tuple[list[Any], float, float | None]:
+        """``fn`` on each of ``calls`` back to back under one clock.
+
+        Returns:
+            The outputs (one per call), host seconds and event seconds (or None) for all of them.
 
         On CUDA the timed region ends with a device-wide ``torch.cuda.synchronize()``, so work on
         side streams is inside the host time (the events only see the current stream).
@@ -344,7 +348,7 @@ class Driver:
         t0 = self.perf_ns()
         if self.cuda:
             self.originals["torch.cuda.Event.record"](start)
-        out = fn(args)
+        outs = [fn(args) for args in calls]
         if self.cuda:
             self.originals["torch.cuda.Event.record"](end)
             sync()
@@ -356,7 +360,7 @@ class Driver:
             event = self.originals["torch.cuda.Event.elapsed_time"](start, end) / 1e3
             if not event <= host:
                 raise RuleBroken(f"rule 'timing': event time {event:.6g} s exceeds host time {host:.6g} s")
-        return out, host, event
+        return outs, host, event
 
     def _forward(self, model: Any) -> Callable[[Any], Any]:
         def call(args: Any) -> Any:
@@ -365,13 +369,14 @@ class Driver:
 
         return call
 
-    def echo(self, expect: Any) -> Callable[[Any], Any]:
-        """The trusted calibration "kernel": zeros of the expected output specs, nothing else."""
+    def echo(self, expect: Any, reps: int) -> Callable[[Any], Any]:
+        """The trusted calibration "kernel": zeros of one call's expected output specs."""
         t = self.torch
         specs = [(getattr(t, str(d)), tuple(int(x) for x in s)) for d, s in expect]
+        per = len(specs) // max(1, reps)
 
         def call(args: Any) -> Any:
-            outs = [t.zeros(s, dtype=d, device=self.device) for d, s in specs]
+            outs = [t.zeros(s, dtype=d, device=self.device) for d, s in specs[:per]]
             return outs[0] if len(outs) == 1 else outs
 
         return call
@@ -396,17 +401,22 @@ class Driver:
                     continue
                 send(sock, {"type": "ready"})
                 continue
-            call = self.echo(header["expect"]) if echo else fn
+            # A request carries ``reps`` distinct input sets, run back to back under one clock (a
+            # batch makes kernels shorter than the transport measurable by the trusted round trip;
+            # distinct inputs, each output checked, make a cache of earlier outputs useless).
+            raw_calls = header["calls"]
+            call = self.echo(header["expect"], len(raw_calls)) if echo else fn
             assert call is not None
-            args = decode_tree(header["args"], arrays, self.leaf)
-            leaves = self.tensors(args)
-            keep = [(x, x.clone()) for i, x in enumerate(leaves) if i not in mutable]
+            calls = [decode_tree(c, arrays, self.leaf) for c in raw_calls]
+            keep = []
+            for args in calls:
+                keep += [(x, x.clone()) for i, x in enumerate(self.tensors(args)) if i not in mutable]
             try:
-                out, host, event = self.timed(call, args)
-                self.check_output(out)
-                # The output is copied out now: work finishing later cannot change what is checked.
+                outs, host, event = self.timed(call, calls)
+                self.check_output(outs)
+                # The outputs are copied out now: work finishing later cannot change what is checked.
                 reply_arrays: list[tuple[str, np.ndarray]] = []
-                tree = encode_tree(out, self.torch, reply_arrays)
+                tree = encode_tree(outs, self.torch, reply_arrays)
                 for i, (x, before) in enumerate(keep):
                     if not self.equal(x, before):
                         raise RuleBroken(f"rule 'inputs': input tensor {i} was modified in place")
