@@ -109,26 +109,21 @@ class KernelBenchScorer(Scorer):
             check(out, "warm-up")
             last = timing.round_trip
             k += 1
-        plan = self.plan
-        reps = plan.first(last) if last > 0 else 1
-        settled = plan.target_s <= 0
+        run = self.plan.start(last)
         n_calls = 0
 
         def timed() -> float:
-            nonlocal k, reps, settled, n_calls
-            many = [self._inputs(call_seed(secret, _INPUT_SEED, k + r)) for r in range(reps)]
+            nonlocal k, n_calls
+            many = [self._inputs(call_seed(secret, _INPUT_SEED, k + r)) for r in range(run.reps)]
             wants = [want(args) for args in many]
             outs, timing = session.call_many(many, "timed call", [w[0] for w in wants])
             for r, (w, out) in enumerate(zip(wants, outs, strict=True)):
                 w[1](out, f"timed call {n_calls + r}")
-            k, n_calls = k + reps, n_calls + reps
-            settled = plan.settled(timing.reps, timing.round_trip)
-            reps = plan.next(timing.reps, timing.round_trip)
+            k, n_calls = k + timing.reps, n_calls + timing.reps
+            run.record(timing.reps, timing.round_trip)
             return timing.seconds
 
-        extra = 0
-        while not self.stop.done(times) or (not settled and extra < plan.settle_requests):
-            extra += self.stop.done(times)
+        while run.more(self.stop.done(times)):
             times.append(timed())
         mean = session.close_case(times, timed, "timed calls")[0]
         return mean, n_calls
@@ -168,6 +163,7 @@ class KernelBenchScorer(Scorer):
                 threads=int(self.params.get("threads", 1)),
                 timing_floor_s=float(self.params.get("timing_floor_us", 200.0)) * 1e-6,
                 transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
+                transport_slack=float(self.params.get("transport_slack", 0.1)),
             )
 
         # The reference runs first, in its own sandboxed session, under the same protocol. Its

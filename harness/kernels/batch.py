@@ -12,7 +12,7 @@ postpones them, and one that stalls its timed calls pays for it in the trusted r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -24,8 +24,10 @@ class BatchPlan:
     """Round trip a timed request should reach (0: no batching, one call per request)."""
     max_reps: int = 64
     """Calls per request at most (bounds the inputs held at once)."""
-    settle_requests: int = 8
+    settle_requests: int = 10
     """Extra timed requests a case may take, beyond its stop rule, for ``reps`` to settle."""
+    min_requests: int = 3
+    """Timed requests of the final size a case needs (its trusted bound is their fastest)."""
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> BatchPlan:
@@ -42,6 +44,10 @@ class BatchPlan:
             raise ValueError(f"bad batching parameters: {plan}")
         return plan
 
+    def start(self, round_trip: float) -> BatchRun:
+        """The batching state of a case whose warm-up round trip took ``round_trip`` (0: none)."""
+        return BatchRun(self, self.first(round_trip) if round_trip > 0 else 1, self.target_s <= 0)
+
     def first(self, round_trip: float) -> int:
         """``reps`` for a case whose single-call (warm-up) round trip took ``round_trip`` seconds."""
         if self.target_s <= 0:
@@ -55,3 +61,36 @@ class BatchPlan:
     def settled(self, reps: int, round_trip: float) -> bool:
         """Whether a request of ``reps`` calls taking ``round_trip`` is long enough (or maximal)."""
         return self.target_s <= 0 or reps >= self.max_reps or round_trip >= 0.5 * self.target_s
+
+
+@dataclass
+class BatchRun:
+    """Batching state of one benchmark case (see :meth:`BatchPlan.start`)."""
+
+    plan: BatchPlan
+    """The policy."""
+    reps: int
+    """Calls in the next timed request."""
+    settled: bool
+    """Whether the latest request was long enough (or ``reps`` is maximal)."""
+    at_reps: int = 0
+    """Timed requests made so far with the current ``reps``."""
+    extra: int = field(default=0)
+    """Requests made beyond the stop rule so far."""
+
+    def record(self, reps: int, round_trip: float) -> None:
+        """Account for a timed request of ``reps`` calls that took ``round_trip`` seconds."""
+        self.settled = self.plan.settled(reps, round_trip)
+        new = self.plan.next(reps, round_trip)
+        self.at_reps = self.at_reps + 1 if new == reps else 0
+        self.reps = new
+
+    def more(self, stop_done: bool) -> bool:
+        """Whether to make another timed request, given whether the stop rule is satisfied."""
+        if not stop_done:
+            return True
+        enough = self.settled and (self.at_reps >= self.plan.min_requests or self.plan.target_s <= 0)
+        if enough or self.extra >= self.plan.settle_requests:
+            return False
+        self.extra += 1
+        return True

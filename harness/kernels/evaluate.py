@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome
 from harness.evaluation.result import CaseRecord
 
-from .batch import BatchPlan
+from .batch import BatchPlan, BatchRun
 from .checks import StopRule, call_seed, geomean_floored
 from .session import CallTiming, KernelSession, OutSpec
 
@@ -152,22 +152,18 @@ def run_cases(
             for _ in range(warmup):
                 last = one(case, [k], "warm-up").round_trip
                 k += 1
-            reps = plan.first(last) if last > 0 else 1
-            settled = plan.target_s <= 0
+            run = plan.start(last)
             times: list[float] = []
             del trips[:]
 
-            def batch(c: Case = case) -> float:
-                nonlocal k, reps, settled, timed
-                t = one(c, list(range(k, k + reps)), "benchmark")
-                k, timed = k + reps, timed + reps
-                settled = plan.settled(t.reps, t.round_trip)
-                reps = plan.next(t.reps, t.round_trip)
+            def batch(c: Case = case, r: BatchRun = run) -> float:
+                nonlocal k, timed
+                t = one(c, list(range(k, k + r.reps)), "benchmark")
+                k, timed = k + t.reps, timed + t.reps
+                r.record(t.reps, t.round_trip)
                 return t.seconds
 
-            extra = 0
-            while not stop.done(times) or (not settled and extra < plan.settle_requests):
-                extra += stop.done(times)
+            while run.more(stop.done(times)):
                 times.append(batch())
             mean, b = session.close_case(times, batch, f"benchmark {case.name}")
             floors.append(b.overhead_lo)

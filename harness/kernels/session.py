@@ -116,7 +116,7 @@ class CaseBound:
     """``max(0, fastest round trip - (1 + slack) * fastest echo - margin) / reps`` over the case's
     requests of ``reps`` calls and the echoes made right after each: both sample the same stretch
     of load and noise only adds, so the minima bound the kernel's fastest call from below,
-    whatever the sandbox reports (the largest such bound over the case's batch sizes)."""
+    whatever the sandbox reports (over the case's requests of the largest size)."""
     fastest_round_trip: float
     """Fastest timed round trip of the case's requests of ``reps`` calls."""
     overhead_lo: float
@@ -124,7 +124,7 @@ class CaseBound:
     reported_median: float
     """Median of the sandbox's reported per-call times."""
     calls: int
-    """Timed requests of the case."""
+    """Timed requests of ``reps`` calls in the case."""
     reps: int = 1
     """Calls per request in the group that set ``lower``."""
 
@@ -383,17 +383,15 @@ class KernelSession:
         # Each call is followed by an echo of the same request, so calls and echoes sample the same
         # stretch of machine load; noise only adds to either, so their minima compare. (The
         # smallest per-pair difference would be hostage to the one echo that waited longest.) Only
-        # requests of the same size compare; each size gives a bound, the largest counts.
-        best = (0.0, math.inf, 0.0, 1)
-        for reps in sorted({c.reps for c in self._timed}):
-            group = [c for c in self._timed if c.reps == reps]
-            fastest = min(c.round_trip for c in group)
-            floor = min(c.echo for c in group)
-            lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s) / reps
-            if lower >= best[0]:
-                best = (lower, fastest, floor, reps)
+        # requests of the same size compare, and only the largest size counts: its per-call noise
+        # is smallest, and a smaller size with few samples under load would overstate the kernel.
+        reps = max(c.reps for c in self._timed)
+        group = [c for c in self._timed if c.reps == reps]
+        fastest = min(c.round_trip for c in group)
+        floor = min(c.echo for c in group)
+        lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s) / reps
         rep = statistics.median(c.seconds for c in self._timed)
-        return CaseBound(best[0], best[1], best[2], rep, len(self._timed), best[3])
+        return CaseBound(lower, fastest, floor, rep, len(group), reps)
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
