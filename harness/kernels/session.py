@@ -122,11 +122,13 @@ class CaseBound:
     overhead_lo: float
     """Fastest of the echoes made right after those requests (the transport floor)."""
     reported_median: float
-    """Median of the sandbox's reported per-call times."""
+    """Median of the sandbox's reported per-call times in those requests."""
     calls: int
     """Timed requests of ``reps`` calls in the case."""
     reps: int = 1
-    """Calls per request in the group that set ``lower``."""
+    """Calls per request of the case's largest requests (the ones ``lower`` comes from)."""
+    times: tuple[float, ...] = ()
+    """The sandbox's per-call seconds of those requests (smaller, earlier ones are warm-up)."""
 
     def mean(self, times: Sequence[float]) -> tuple[float, str]:
         """The case's counted mean: ``max(mean(times), lower)``, and which figure it is.
@@ -390,8 +392,8 @@ class KernelSession:
         fastest = min(c.round_trip for c in group)
         floor = min(c.echo for c in group)
         lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s) / reps
-        rep = statistics.median(c.seconds for c in self._timed)
-        return CaseBound(lower, fastest, floor, rep, len(group), reps)
+        rep = statistics.median(c.seconds for c in group)
+        return CaseBound(lower, fastest, floor, rep, len(group), reps, tuple(c.seconds for c in group))
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
@@ -412,7 +414,8 @@ class KernelSession:
             what: Names the case in messages.
 
         Returns:
-            The case's counted mean (``CaseBound.mean``) and its bound.
+            The case's counted mean (``CaseBound.mean`` of the largest requests' times) and its
+            bound.
 
         Raises:
             CandidateInvalid: See :meth:`end_case`, or raised by ``more``.
@@ -424,7 +427,7 @@ class KernelSession:
                 break
             times.append(more())
         bound = self.end_case(what)
-        return bound.mean(times)[0], bound
+        return bound.mean(bound.times or times)[0], bound
 
     def end_case(self, what: str) -> CaseBound:
         """Close one benchmark case's timed calls and return its trusted bound.
