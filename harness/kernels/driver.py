@@ -381,6 +381,28 @@ class Driver:
 
         return call
 
+    def unpack(
+        self, header: dict[str, Any], arrays: list[tuple[str, np.ndarray]], mutable: set[int]
+    ) -> tuple[list[Any], list[tuple[Any, Any]]]:
+        """A call request's argument trees, and (tensor, copy) pairs of the inputs to keep unchanged.
+
+        ``stacked``: one argument tree whose every array holds ``reps`` input sets along a new
+        first axis (rep ``r`` gets the views ``[r]``), so a batch costs one transfer and one copy
+        per input, not per call; else ``calls`` lists one tree per call.
+        """
+        if header.get("stacked"):
+            reps = int(header["reps"])
+            base = [(d, self.leaf(a, d)) for d, a in arrays]
+            if any(t.dim() == 0 or t.shape[0] != reps for _, t in base):
+                raise ValueError("stacked input without a leading axis of size reps")
+            calls = [decode_tree(header["args"], base, _row(r)) for r in range(reps)]
+            return calls, [(t, t.clone()) for i, (_, t) in enumerate(base) if i not in mutable]
+        calls = [decode_tree(c, arrays, self.leaf) for c in header["calls"]]
+        keep = []
+        for args in calls:
+            keep += [(x, x.clone()) for i, x in enumerate(self.tensors(args)) if i not in mutable]
+        return calls, keep
+
     def serve(self, sock: Any, module: Any, echo: bool = False) -> None:
         """Answer requests until ``stop`` (or EOF); ``echo``: the trusted calibration process."""
         fn = None if echo else getattr(module, self.p["entry"])
@@ -404,13 +426,9 @@ class Driver:
             # A request carries ``reps`` distinct input sets, run back to back under one clock (a
             # batch makes kernels shorter than the transport measurable by the trusted round trip;
             # distinct inputs, each output checked, make a cache of earlier outputs useless).
-            raw_calls = header["calls"]
-            call = self.echo(header["expect"], len(raw_calls)) if echo else fn
+            calls, keep = self.unpack(header, arrays, mutable)
+            call = self.echo(header["expect"], len(calls)) if echo else fn
             assert call is not None
-            calls = [decode_tree(c, arrays, self.leaf) for c in raw_calls]
-            keep = []
-            for args in calls:
-                keep += [(x, x.clone()) for i, x in enumerate(self.tensors(args)) if i not in mutable]
             try:
                 outs, host, event = self.timed(call, calls)
                 self.check_output(outs)
@@ -428,6 +446,11 @@ class Driver:
                 send(sock, {"type": "error", "message": f"{type(e).__name__}: {e}", "traceback": tb})
                 continue
             send(sock, {"type": "result", "out": tree, "host": host, "event": event}, reply_arrays)
+
+
+def _row(r: int) -> Callable[[Any, str], Any]:
+    """``to_leaf`` for rep ``r`` of a stacked request: the view ``[r]`` of each stacked input."""
+    return lambda t, d: t[r]
 
 
 def _candidate(here: str, entry: str) -> Any:

@@ -318,9 +318,8 @@ class KernelSession:
         if not calls or len(calls) != len(expects):
             raise ValueError("one expected output list per call, and at least one call")
         expect = [(str(d), tuple(int(x) for x in s)) for e in expects for d, s in e]
-        arrays: list[tuple[str, np.ndarray]] = []
-        trees = [wire.encode_tree(args, torch, arrays) for args in calls]
-        request = {"op": "call", "calls": trees, "expect": [[d, list(s)] for d, s in expect]}
+        request, arrays = _pack(calls, torch)
+        request["expect"] = [[d, list(s)] for d, s in expect]
         oh = Overhead(0.0, 0.0, 0)
         if timed:
             assert self._echo is not None
@@ -471,6 +470,26 @@ class KernelSession:
         if self._ex is not None:
             self._ex.close()
             self._ex = None
+
+
+def _pack(calls: Sequence[Any], torch: Any) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+    """A call request and its arrays.
+
+    Stacked (one tree, each array ``[reps, ...]``) when the calls differ only in their tensors'
+    values: a batch then costs one transfer and one driver-side copy per input, not per call.
+    """
+    per: list[list[tuple[str, np.ndarray]]] = [[] for _ in calls]
+    trees = [wire.encode_tree(args, torch, arrs) for args, arrs in zip(calls, per, strict=True)]
+    sig = [(d, a.shape) for d, a in per[0]]
+    if (
+        len(calls) > 1
+        and all(t == trees[0] for t in trees)
+        and all([(d, a.shape) for d, a in p] == sig for p in per)
+    ):
+        stacked = [(d, np.stack([p[j][1] for p in per])) for j, (d, _) in enumerate(sig)]
+        return {"op": "call", "stacked": True, "reps": len(calls), "args": trees[0]}, stacked
+    arrays: list[tuple[str, np.ndarray]] = []  # one list: tensor indices are request-wide
+    return {"op": "call", "calls": [wire.encode_tree(args, torch, arrays) for args in calls]}, arrays
 
 
 def _to_numpy(arr: np.ndarray, dtype: str) -> TensorOut:
