@@ -26,7 +26,7 @@ class BatchPlan:
     """Calls per request at most (bounds the inputs held at once)."""
     settle_requests: int = 10
     """Extra timed requests a case may take, beyond its stop rule, for ``reps`` to settle."""
-    min_requests: int = 3
+    min_requests: int = 5
     """Timed requests of the final size a case needs (its trusted bound is their fastest)."""
 
     @classmethod
