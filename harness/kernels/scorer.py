@@ -72,6 +72,7 @@ class KernelScorer(Scorer):
             timing_floor_s=float(self.params.get("timing_floor_us", 200.0)) * 1e-6,
             transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
             transport_slack=float(self.params.get("transport_slack", 0.1)),
+            suspect_ratio=float(self.params.get("timing_suspect_ratio", 0.5)),
         )
         with KernelSession(candidate, params, prefix=self.variant.family) as session:
             report = run_cases(

@@ -64,6 +64,8 @@ class DriverParams:
     transport_margin_s: float = 100e-6
     """Absolute margin: the sandboxed driver pays a little more per request than the echo
     (measured 0-0.12 ms on the 2-core CPU machine), which must not count as kernel time."""
+    suspect_ratio: float = 0.5
+    """A case is suspect while its median report is under this fraction of its trusted bound."""
     confirm_calls: int = 10
     """Extra timed calls at most while a case looks :meth:`KernelSession.suspect` (noise clears)."""
 
@@ -402,7 +404,8 @@ class KernelSession:
         that under-reports or defers work cannot bring it lower.
         """
         b = self.case_bound()
-        return b.lower > self.params.timing_floor_s and b.reported_median < 0.5 * b.lower
+        p = self.params
+        return b.lower > p.timing_floor_s and b.reported_median < p.suspect_ratio * b.lower
 
     def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
         """Confirm a suspect case with up to ``confirm_calls`` more calls, then close it.
@@ -438,7 +441,7 @@ class KernelSession:
 
         Raises:
             CandidateInvalid: Still :meth:`suspect` (``rule 'timing'``): the median reported time
-                is under half the trusted bound while that bound is above ``timing_floor_s``.
+                is under ``suspect_ratio`` of the trusted bound while that bound is above ``timing_floor_s``.
             ValueError: No timed call in this case.
         """
         bound = self.case_bound()
