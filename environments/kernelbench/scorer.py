@@ -18,6 +18,7 @@ from typing import Any
 from harness.envs.data import DataMissingError
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.evaluation.result import CaseRecord
+from harness.kernels.batch import BatchPlan
 from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
 from harness.kernels.session import DriverParams, KernelSession, OutSpec
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
@@ -84,6 +85,7 @@ class KernelBenchScorer(Scorer):
         self.ns = ns
         self.init_inputs = list(ns["get_init_inputs"]())
         self.stop = StopRule(**dict(self.params.get("stop", {})))
+        self.plan = BatchPlan.from_params(self.params)
 
     def _inputs(self, seed: int) -> list[Any]:
         import torch
@@ -92,30 +94,39 @@ class KernelBenchScorer(Scorer):
         return [x.to(self.device.device) if torch.is_tensor(x) else x for x in self.ns["get_inputs"]()]
 
     def _time(self, session: KernelSession, secret: int, first: int, want: Any) -> tuple[float, int]:
-        """Warm-up calls, then timed calls until the stop rule; the counted mean (s) and calls.
+        """Warm-up calls, then timed requests until the stop rule; the counted mean (s) and calls.
 
         Every output is checked: ``want(args)`` returns ``(expected output specs, check(out, what))``.
+        Timed requests batch calls on distinct inputs as ``self.plan`` says (``harness.kernels.batch``).
         """
         times: list[float] = []
         k = first
+        last = 0.0
         for _ in range(int(self.params.get("warmup", 3))):
             args = self._inputs(call_seed(secret, _INPUT_SEED, k))
             expect, check = want(args)
-            check(session.call(args, "warm-up", expect, timed=False)[0], "warm-up")
+            out, timing = session.call(args, "warm-up", expect, timed=False)
+            check(out, "warm-up")
+            last = timing.round_trip
             k += 1
+        run = self.plan.start(last)
+        n_calls = 0
 
         def timed() -> float:
-            nonlocal k
-            args = self._inputs(call_seed(secret, _INPUT_SEED, k))
-            expect, check = want(args)
-            out, timing = session.call(args, "timed call", expect)
-            check(out, f"timed call {len(times)}")
-            k += 1
+            nonlocal k, n_calls
+            many = [self._inputs(call_seed(secret, _INPUT_SEED, k + r)) for r in range(run.reps)]
+            wants = [want(args) for args in many]
+            outs, timing = session.call_many(many, "timed call", [w[0] for w in wants])
+            for r, (w, out) in enumerate(zip(wants, outs, strict=True)):
+                w[1](out, f"timed call {n_calls + r}")
+            k, n_calls = k + timing.reps, n_calls + timing.reps
+            run.record(timing.reps, timing.round_trip)
             return timing.seconds
 
-        while not self.stop.done(times):
+        while run.more(self.stop.done(times)):
             times.append(timed())
-        return session.close_case(times, timed, "timed calls")[0], len(times)
+        mean = session.close_case(times, timed, "timed calls")[0]
+        return mean, n_calls
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Static checks, reference timing, candidate correctness and timing (see module docstring)."""
@@ -152,6 +163,8 @@ class KernelBenchScorer(Scorer):
                 threads=int(self.params.get("threads", 1)),
                 timing_floor_s=float(self.params.get("timing_floor_us", 200.0)) * 1e-6,
                 transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
+                transport_slack=float(self.params.get("transport_slack", 0.1)),
+                suspect_ratio=float(self.params.get("timing_suspect_ratio", 0.5)),
             )
 
         # The reference runs first, in its own sandboxed session, under the same protocol. Its

@@ -2,14 +2,15 @@
 
 ``python -I -B <dir>/kernel_driver.py`` connects to the scorer's Unix socket ``<dir>/s``, records
 the original timing primitives, imports ``<dir>/candidate.py`` and then serves requests one at a
-time. Each request carries only the inputs of one call (never a reference output, weights the
-checker keeps to itself, or the seed of a later input); the reply carries the output and the
-times. Timing: ``torch.cuda.synchronize()``, optional L2 flush, then CUDA events on the current
-stream bracketed by host ``perf_counter_ns`` (on CPU only the host clock, labelled as such by the
-scorer). After every call: timing primitives must still be the originals, the event time must not
-exceed the host time bracketing it, no Python thread may be left running, inputs must be
-unchanged (except declared outputs such as a KV cache) and each output must be a plain
-``torch.Tensor`` on the evaluation's device (no subclass, no lazy object).
+time. Each request carries only the inputs of its calls (``reps`` distinct input sets, run back
+to back under one clock; never a reference output, weights the checker keeps to itself, or the seed
+of a later input); the reply carries every call's output and the times. Timing:
+``torch.cuda.synchronize()``, optional L2 flush, then CUDA events on the current stream bracketed
+by host ``perf_counter_ns`` (on CPU only the host clock, labelled as such by the scorer).
+After every request: timing primitives must still be the originals, the event time must not exceed
+the host time bracketing it, no Python thread may be left running, inputs must be unchanged
+(except declared outputs such as a KV cache) and each output must be a plain ``torch.Tensor``
+on the evaluation's device (no subclass, no lazy object).
 
 This file imports nothing from the harness: the scorer imports it only for the wire codec below.
 Exit codes: 0 done, 3 a task rule is broken (also reported on the socket), anything else an error.
@@ -327,8 +328,11 @@ class Driver:
         if out.device.type != self.device:
             raise RuleBroken(f"rule 'output': output is on {out.device}, expected {self.device}")
 
-    def timed(self, fn: Callable[[Any], Any], args: Any) -> tuple[Any, float, float | None]:
-        """One call under the clock; returns (output, host seconds, event seconds or None).
+    def timed(self, fn: Callable[[Any], Any], calls: list[Any]) -> tuple[list[Any], float, float | None]:
+        """``fn`` on each of ``calls`` back to back under one clock.
+
+        Returns:
+            The outputs (one per call), host seconds and event seconds (or None) for all of them.
 
         On CUDA the timed region ends with a device-wide ``torch.cuda.synchronize()``, so work on
         side streams is inside the host time (the events only see the current stream).
@@ -344,7 +348,7 @@ class Driver:
         t0 = self.perf_ns()
         if self.cuda:
             self.originals["torch.cuda.Event.record"](start)
-        out = fn(args)
+        outs = [fn(args) for args in calls]
         if self.cuda:
             self.originals["torch.cuda.Event.record"](end)
             sync()
@@ -356,7 +360,7 @@ class Driver:
             event = self.originals["torch.cuda.Event.elapsed_time"](start, end) / 1e3
             if not event <= host:
                 raise RuleBroken(f"rule 'timing': event time {event:.6g} s exceeds host time {host:.6g} s")
-        return out, host, event
+        return outs, host, event
 
     def _forward(self, model: Any) -> Callable[[Any], Any]:
         def call(args: Any) -> Any:
@@ -365,16 +369,39 @@ class Driver:
 
         return call
 
-    def echo(self, expect: Any) -> Callable[[Any], Any]:
-        """The trusted calibration "kernel": zeros of the expected output specs, nothing else."""
+    def echo(self, expect: Any, reps: int) -> Callable[[Any], Any]:
+        """The trusted calibration "kernel": zeros of one call's expected output specs."""
         t = self.torch
         specs = [(getattr(t, str(d)), tuple(int(x) for x in s)) for d, s in expect]
+        per = len(specs) // max(1, reps)
 
         def call(args: Any) -> Any:
-            outs = [t.zeros(s, dtype=d, device=self.device) for d, s in specs]
+            outs = [t.zeros(s, dtype=d, device=self.device) for d, s in specs[:per]]
             return outs[0] if len(outs) == 1 else outs
 
         return call
+
+    def unpack(
+        self, header: dict[str, Any], arrays: list[tuple[str, np.ndarray]], mutable: set[int]
+    ) -> tuple[list[Any], list[tuple[Any, Any]]]:
+        """A call request's argument trees, and (tensor, copy) pairs of the inputs to keep unchanged.
+
+        ``stacked``: one argument tree whose every array holds ``reps`` input sets along a new
+        first axis (rep ``r`` gets the views ``[r]``), so a batch costs one transfer and one copy
+        per input, not per call; else ``calls`` lists one tree per call.
+        """
+        if header.get("stacked"):
+            reps = int(header["reps"])
+            base = [(d, self.leaf(a, d)) for d, a in arrays]
+            if any(t.dim() == 0 or t.shape[0] != reps for _, t in base):
+                raise ValueError("stacked input without a leading axis of size reps")
+            calls = [decode_tree(header["args"], base, _row(r)) for r in range(reps)]
+            return calls, [(t, t.clone()) for i, (_, t) in enumerate(base) if i not in mutable]
+        calls = [decode_tree(c, arrays, self.leaf) for c in header["calls"]]
+        keep = []
+        for args in calls:
+            keep += [(x, x.clone()) for i, x in enumerate(self.tensors(args)) if i not in mutable]
+        return calls, keep
 
     def serve(self, sock: Any, module: Any, echo: bool = False) -> None:
         """Answer requests until ``stop`` (or EOF); ``echo``: the trusted calibration process."""
@@ -396,17 +423,18 @@ class Driver:
                     continue
                 send(sock, {"type": "ready"})
                 continue
-            call = self.echo(header["expect"]) if echo else fn
+            # A request carries ``reps`` distinct input sets, run back to back under one clock (a
+            # batch makes kernels shorter than the transport measurable by the trusted round trip;
+            # distinct inputs, each output checked, make a cache of earlier outputs useless).
+            calls, keep = self.unpack(header, arrays, mutable)
+            call = self.echo(header["expect"], len(calls)) if echo else fn
             assert call is not None
-            args = decode_tree(header["args"], arrays, self.leaf)
-            leaves = self.tensors(args)
-            keep = [(x, x.clone()) for i, x in enumerate(leaves) if i not in mutable]
             try:
-                out, host, event = self.timed(call, args)
-                self.check_output(out)
-                # The output is copied out now: work finishing later cannot change what is checked.
+                outs, host, event = self.timed(call, calls)
+                self.check_output(outs)
+                # The outputs are copied out now: work finishing later cannot change what is checked.
                 reply_arrays: list[tuple[str, np.ndarray]] = []
-                tree = encode_tree(out, self.torch, reply_arrays)
+                tree = encode_tree(outs, self.torch, reply_arrays)
                 for i, (x, before) in enumerate(keep):
                     if not self.equal(x, before):
                         raise RuleBroken(f"rule 'inputs': input tensor {i} was modified in place")
@@ -418,6 +446,11 @@ class Driver:
                 send(sock, {"type": "error", "message": f"{type(e).__name__}: {e}", "traceback": tb})
                 continue
             send(sock, {"type": "result", "out": tree, "host": host, "event": event}, reply_arrays)
+
+
+def _row(r: int) -> Callable[[Any, str], Any]:
+    """``to_leaf`` for rep ``r`` of a stacked request: the view ``[r]`` of each stacked input."""
+    return lambda t, d: t[r]
 
 
 def _candidate(here: str, entry: str) -> Any:

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome
 from harness.evaluation.result import CaseRecord
 
+from .batch import BatchPlan, BatchRun
 from .checks import StopRule, call_seed, geomean_floored
-from .session import KernelSession, OutSpec
+from .session import CallTiming, KernelSession, OutSpec
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,9 @@ class KernelReport:
     """Geometric mean (floored) of the per-benchmark counted means (``CaseBound.mean``), in µs."""
     bench_means_us: dict[str, float]
     timed_calls: int
+    """Timed calls over all benchmark cases (requests times their ``reps``)."""
     cpu_timing: bool
+    """Whether the times are CPU times."""
     round_trip_us: float = 0.0
     """The same aggregate over the scorer's own round-trip times (transfer included): an upper
     bound the in-sandbox times cannot exceed, reported so that under-reporting stands out."""
@@ -95,10 +98,14 @@ def run_cases(
     *,
     warmup: int = 1,
     floor_us: float = 1.0,
+    plan: BatchPlan | None = None,
     secret: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> KernelReport:
     """Check every test case, then time every benchmark case until ``stop`` says enough.
+
+    Benchmark requests batch ``reps`` calls on distinct inputs as ``plan`` decides (every output
+    is checked); ``stop`` sees one per-call time per request.
 
     Raises:
         CandidateInvalid: A wrong output or a broken rule (the message names the case).
@@ -106,24 +113,26 @@ def run_cases(
         CandidateTimeout: The evaluation's budget ran out.
     """
     secret = secrets.randbits(62) if secret is None else secret
+    plan = plan or BatchPlan()
     calls = 0
 
     trips: list[float] = []
     floors: list[float] = []
     bound = 0
 
-    def one(case: Case, k: int, what: str) -> float:
+    def one(case: Case, ks: list[int], what: str) -> CallTiming:
         nonlocal calls
-        args = task.inputs(case, call_seed(secret, case.seed, k))
-        timed = what == "benchmark"
-        out, timing = session.call(args, f"{what} {case.name}", task.expected(case, args), timed=timed)
-        try:
-            task.check(case, args, out)
-        except CandidateInvalid as e:
-            raise CandidateInvalid(f"{what} {case.name}: {e}") from None
-        calls += 1
-        trips.append(timing.round_trip)
-        return timing.seconds
+        many = [task.inputs(case, call_seed(secret, case.seed, k)) for k in ks]
+        expects = [task.expected(case, args) for args in many]
+        outs, timing = session.call_many(many, f"{what} {case.name}", expects, timed=what == "benchmark")
+        for args, out in zip(many, outs, strict=True):
+            try:
+                task.check(case, args, out)
+            except CandidateInvalid as e:
+                raise CandidateInvalid(f"{what} {case.name}: {e}") from None
+        calls += len(ks)
+        trips.append(timing.round_trip / len(ks))
+        return timing
 
     cpu = session.params.device == "cpu"
     records: list[CaseRecord] = []
@@ -131,29 +140,36 @@ def run_cases(
     try:
         for case in tests:
             current = case.name
-            one(case, 0, "test")
+            one(case, [0], "test")
             records.append(CaseRecord(name=case.name, status="ok"))
         means: dict[str, float] = {}
         trip_means: list[float] = []
         timed = 0
         for case in benchmarks:
             current = case.name
-            for w in range(warmup):
-                one(case, 1 + w, "warm-up")
+            k = 1  # input index within the case: every call gets its own inputs
+            last = 0.0
+            for _ in range(warmup):
+                last = one(case, [k], "warm-up").round_trip
+                k += 1
+            run = plan.start(last)
             times: list[float] = []
             del trips[:]
-            while not stop.done(times):
-                times.append(one(case, 1 + warmup + len(times), "benchmark"))
 
-            def more(c: Case = case, t: list[float] = times) -> float:
-                return one(c, 1 + warmup + len(t), "benchmark")
+            def batch(c: Case = case, r: BatchRun = run) -> float:
+                nonlocal k, timed
+                t = one(c, list(range(k, k + r.reps)), "benchmark")
+                k, timed = k + t.reps, timed + t.reps
+                r.record(t.reps, t.round_trip)
+                return t.seconds
 
-            mean, b = session.close_case(times, more, f"benchmark {case.name}")
+            while run.more(stop.done(times)):
+                times.append(batch())
+            mean, b = session.close_case(times, batch, f"benchmark {case.name}")
             floors.append(b.overhead_lo)
-            raised = b.lower > statistics.fmean(times)
+            raised = b.lower > statistics.median(b.times or times)
             bound += raised
             trip_means.append(statistics.fmean(trips) * 1e6)
-            timed += len(times)
             means[case.name] = mean * 1e6
             clock = "host perf_counter (CPU run)" if cpu else "CUDA events"
             records.append(
@@ -162,7 +178,8 @@ def run_cases(
                     status="ok",
                     score=means[case.name],
                     wall_seconds=mean if cpu else None,  # CUDA time is neither
-                    reason=f"mean of {len(times)} calls in microseconds, timed by {clock}"
+                    reason=f"median over the last {b.calls} requests of {b.reps} calls of their mean per "
+                    f"call ({len(times)} requests in all) in microseconds, timed by {clock}"
                     + (", raised to the trusted round-trip bound" if raised else ""),
                 )
             )

@@ -10,6 +10,7 @@ from harness.evaluation.errors import InfraError
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
 from harness.scoring.device import DeviceChoice, choose_device
 
+from .batch import BatchPlan
 from .checks import StopRule
 from .evaluate import Case, KernelTask, run_cases
 from .session import DriverParams, KernelSession
@@ -42,6 +43,10 @@ class KernelScorer(Scorer):
             self.stop = StopRule(**dict(self.params.get("stop", {})))
         except TypeError as e:
             raise InfraError(f"bad [scorer] stop parameters: {e}") from e
+        try:
+            self.plan = BatchPlan.from_params(self.params)
+        except (TypeError, ValueError) as e:
+            raise InfraError(f"bad [scorer] batching parameters: {e}") from e
         self.tests, self.benchmarks = self.cases()
 
     @abstractmethod
@@ -66,6 +71,8 @@ class KernelScorer(Scorer):
             threads=int(self.params.get("threads", 1)),
             timing_floor_s=float(self.params.get("timing_floor_us", 200.0)) * 1e-6,
             transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
+            transport_slack=float(self.params.get("transport_slack", 0.1)),
+            suspect_ratio=float(self.params.get("timing_suspect_ratio", 0.5)),
         )
         with KernelSession(candidate, params, prefix=self.variant.family) as session:
             report = run_cases(
@@ -76,6 +83,7 @@ class KernelScorer(Scorer):
                 self.stop,
                 warmup=int(self.params.get("warmup", 1)),
                 floor_us=float(self.params.get("floor_us", 1.0)),
+                plan=self.plan,
             )
         metrics: dict[str, Any] = report.metrics()
         metrics.update(self.device.metrics())

@@ -64,6 +64,8 @@ class DriverParams:
     transport_margin_s: float = 100e-6
     """Absolute margin: the sandboxed driver pays a little more per request than the echo
     (measured 0-0.12 ms on the 2-core CPU machine), which must not count as kernel time."""
+    suspect_ratio: float = 0.5
+    """A case is suspect while its median report is under this fraction of its trusted bound."""
     confirm_calls: int = 10
     """Extra timed calls at most while a case looks :meth:`KernelSession.suspect` (noise clears)."""
 
@@ -83,12 +85,13 @@ class CallTiming:
     """Times of one call: the sandbox's own figure and what the trusted side measured."""
 
     seconds: float
-    """The sandbox's figure (CUDA event time on GPU, host ``perf_counter`` time on CPU): a hint,
-    averaged per case and then raised to the case's trusted bound (:class:`CaseBound`)."""
+    """The sandbox's figure per call (CUDA event time on GPU, host ``perf_counter`` time on CPU,
+    divided by ``reps``): a hint, averaged per case and then raised to the case's trusted bound
+    (:class:`CaseBound`)."""
     host_seconds: float
-    """Host time bracketing the call inside the sandbox (as reported)."""
+    """Host time bracketing the request's calls inside the sandbox (as reported, all reps)."""
     round_trip: float
-    """Trusted-side wall time of the whole request (transfer included)."""
+    """Trusted-side wall time of the whole request (transfer and all reps included)."""
     overhead_hi: float
     """High quantile of the calibrated echo round trips (0 for an untimed call)."""
     overhead_lo: float
@@ -98,11 +101,13 @@ class CallTiming:
     machine load (0 for an untimed call)."""
     cpu: bool
     """Whether ``seconds`` is a CPU time."""
+    reps: int = 1
+    """Calls in the request (distinct input sets run back to back under one clock)."""
 
     @property
     def lower(self) -> float:
-        """Per-call trusted bound ``max(0, round_trip - overhead_hi)`` (0 untimed; noisy, reported)."""
-        return max(0.0, self.round_trip - self.overhead_hi) if self.overhead_hi > 0 else 0.0
+        """Per-call trusted bound ``max(0, round_trip - overhead_hi) / reps`` (0 untimed; noisy)."""
+        return max(0.0, self.round_trip - self.overhead_hi) / self.reps if self.overhead_hi > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -110,17 +115,22 @@ class CaseBound:
     """The trusted lower bound of one benchmark case's per-call time."""
 
     lower: float
-    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin)`` over the case's calls
-    and the echoes made right after each: both sample the same stretch of load and noise only
-    adds, so the minima bound the kernel's fastest call from below, whatever the sandbox reports."""
+    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin) / reps`` over the case's
+    requests of ``reps`` calls and the echoes made right after each: both sample the same stretch
+    of load and noise only adds, so the minima bound the kernel's fastest call from below,
+    whatever the sandbox reports (over the case's requests of the largest size)."""
     fastest_round_trip: float
-    """Fastest timed round trip of the case."""
+    """Fastest timed round trip of the case's requests of ``reps`` calls."""
     overhead_lo: float
-    """Fastest of the echoes made right after the case's calls (the transport floor)."""
+    """Fastest of the echoes made right after those requests (the transport floor)."""
     reported_median: float
-    """Median of the sandbox's reported per-call times."""
+    """Median of the sandbox's reported per-call times in those requests."""
     calls: int
-    """Timed calls of the case."""
+    """Timed requests of ``reps`` calls in the case."""
+    reps: int = 1
+    """Calls per request of the case's largest requests (the ones ``lower`` comes from)."""
+    times: tuple[float, ...] = ()
+    """The sandbox's per-call seconds of those requests (smaller, earlier ones are warm-up)."""
 
     def mean(self, times: Sequence[float]) -> tuple[float, str]:
         """The case's counted mean: ``max(mean(times), lower)``, and which figure it is.
@@ -268,31 +278,50 @@ class KernelSession:
     def call(
         self, args: Any, what: str, expect: Sequence[OutSpec], timed: bool = True
     ) -> tuple[Any, CallTiming]:
-        """Run the candidate on ``args`` (lists / dicts / tensors / numbers).
+        """Run the candidate once on ``args``: :meth:`call_many` with one input set.
+
+        Raises:
+            CandidateInvalid: See :meth:`call_many`.
+            CandidateError: See :meth:`call_many`.
+            CandidateTimeout: See :meth:`call_many`.
+        """
+        outs, timing = self.call_many([args], what, [expect], timed)
+        return outs[0], timing
+
+    def call_many(
+        self, calls: Sequence[Any], what: str, expects: Sequence[Sequence[OutSpec]], timed: bool = True
+    ) -> tuple[list[Any], CallTiming]:
+        """Run the candidate on each of ``calls`` back to back in one request, under one clock.
+
+        Batching makes kernels shorter than the transport visible to the trusted round trip; the
+        input sets must be distinct (and every output checked by the caller), so that a candidate
+        returning a cached output for repeated inputs gains nothing.
 
         Args:
-            args: The call's arguments (tensors travel as host bytes).
-            what: Names the call in messages.
-            expect: The output tensors' dtypes and shapes, in the order the output tree lists
-                them: a reply declaring anything else is refused before it is read.
-            timed: A benchmark call: its round trip joins the case's trusted bound (the first
-                timed call of each request signature calibrates the transport).
+            calls: One argument tree (lists / dicts / tensors / numbers) per call.
+            what: Names the request in messages.
+            expects: Per call, the output tensors' dtypes and shapes in the order the output tree
+                lists them: a reply declaring anything else is refused before it is read.
+            timed: A benchmark request: its round trip joins the case's trusted bound (the first
+                timed request of each signature calibrates the transport).
 
         Returns:
-            The output tree with tensors as :class:`TensorOut`, and the timing.
+            The outputs (one tree per call, tensors as :class:`TensorOut`) and the timing, whose
+            ``seconds`` is per call.
 
         Raises:
             CandidateInvalid: A rule was broken (driver-side checks, outputs other than
-                ``expect``, or times the trusted round trip rules out).
+                ``expects``, or times the trusted round trip rules out).
             CandidateError: The candidate raised or the reply was malformed.
             CandidateTimeout: The evaluation's budget ran out.
         """
         import torch
 
-        expect = [(str(d), tuple(int(x) for x in s)) for d, s in expect]
-        arrays: list[tuple[str, np.ndarray]] = []
-        tree = wire.encode_tree(args, torch, arrays)
-        request = {"op": "call", "args": tree, "expect": [[d, list(s)] for d, s in expect]}
+        if not calls or len(calls) != len(expects):
+            raise ValueError("one expected output list per call, and at least one call")
+        expect = [(str(d), tuple(int(x) for x in s)) for e in expects for d, s in e]
+        request, arrays = _pack(calls, torch)
+        request["expect"] = [[d, list(s)] for d, s in expect]
         oh = Overhead(0.0, 0.0, 0)
         if timed:
             assert self._echo is not None
@@ -312,26 +341,28 @@ class KernelSession:
         if specs != expect:
             rule = "dtype" if [s for _, s in specs] == [s for _, s in expect] else "shape"
             raise CandidateInvalid(
-                f"rule '{rule}': {what}: the reply declares {specs!s:.300}, expected {expect}"
+                f"rule '{rule}': {what}: the reply declares {specs!s:.300}, expected {expect!s:.300}"
             )
         out_arrays = self._recv_arrays(specs, what)
         round_trip = time.perf_counter() - t0
         try:
             host = float(header["host"])
             event = None if header.get("event") is None else float(header["event"])
-            out = wire.decode_tree(header["out"], out_arrays, _to_numpy)
+            outs = wire.decode_tree(header["out"], out_arrays, _to_numpy)
+            if not isinstance(outs, list) or len(outs) != len(calls):
+                raise ValueError(f"expected a list of {len(calls)} outputs")
         except _DECODE_ERRORS as e:
             raise CandidateError(
                 f"{what}: malformed reply from the sandbox: {type(e).__name__}: {e}"
             ) from None
         echo = self._echo.pair(request, arrays) if timed and self._echo is not None else 0.0
-        timing = self._timing(host, event, round_trip, oh, echo)
+        timing = self._timing(host, event, round_trip, oh, echo, len(calls))
         if timed:
             self._timed.append(timing)
-        return out, timing
+        return outs, timing
 
     def _timing(
-        self, host: float, event: float | None, round_trip: float, oh: Overhead, echo: float
+        self, host: float, event: float | None, round_trip: float, oh: Overhead, echo: float, reps: int
     ) -> CallTiming:
         if not (math.isfinite(host) and 0.0 <= host <= round_trip):
             raise CandidateInvalid(
@@ -341,7 +372,7 @@ class KernelSession:
         if event is not None and not (math.isfinite(event) and 0.0 <= event <= host):
             raise CandidateInvalid(f"rule 'timing': event time {event:.6g} s exceeds host time {host:.6g} s")
         reported = host if event is None else event
-        return CallTiming(reported, host, round_trip, oh.hi, oh.lo, echo, event is None)
+        return CallTiming(reported / reps, host, round_trip, oh.hi, oh.lo, echo, event is None, reps)
 
     def case_bound(self) -> CaseBound:
         """The trusted bound over the current case's timed calls so far.
@@ -354,12 +385,16 @@ class KernelSession:
         p = self.params
         # Each call is followed by an echo of the same request, so calls and echoes sample the same
         # stretch of machine load; noise only adds to either, so their minima compare. (The
-        # smallest per-pair difference would be hostage to the one echo that waited longest.)
-        fastest = min(c.round_trip for c in self._timed)
-        floor = min(c.echo for c in self._timed)
-        lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s)
-        rep = statistics.median(c.seconds for c in self._timed)
-        return CaseBound(lower, fastest, floor, rep, len(self._timed))
+        # smallest per-pair difference would be hostage to the one echo that waited longest.) Only
+        # requests of the same size compare, and only the largest size counts: its per-call noise
+        # is smallest, and a smaller size with few samples under load would overstate the kernel.
+        reps = max(c.reps for c in self._timed)
+        group = [c for c in self._timed if c.reps == reps]
+        fastest = min(c.round_trip for c in group)
+        floor = min(c.echo for c in group)
+        lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s) / reps
+        rep = statistics.median(c.seconds for c in group)
+        return CaseBound(lower, fastest, floor, rep, len(group), reps, tuple(c.seconds for c in group))
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
@@ -369,7 +404,8 @@ class KernelSession:
         that under-reports or defers work cannot bring it lower.
         """
         b = self.case_bound()
-        return b.lower > self.params.timing_floor_s and b.reported_median < 0.5 * b.lower
+        p = self.params
+        return b.lower > p.timing_floor_s and b.reported_median < p.suspect_ratio * b.lower
 
     def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
         """Confirm a suspect case with up to ``confirm_calls`` more calls, then close it.
@@ -380,7 +416,8 @@ class KernelSession:
             what: Names the case in messages.
 
         Returns:
-            The case's counted mean (``CaseBound.mean``) and its bound.
+            The case's counted time (``CaseBound.mean`` of the median per-call time of the largest
+            requests, each a mean over its calls) and its bound.
 
         Raises:
             CandidateInvalid: See :meth:`end_case`, or raised by ``more``.
@@ -392,14 +429,19 @@ class KernelSession:
                 break
             times.append(more())
         bound = self.end_case(what)
-        return bound.mean(times)[0], bound
+        if not bound.times:
+            return bound.mean(times)[0], bound
+        # Each of these requests' per-call time is already a mean over ``reps`` calls; their
+        # median keeps one request preempted under load from moving the case (the bound is a
+        # minimum, so the reported side needs the same robustness to compare with it).
+        return bound.mean([statistics.median(bound.times)])[0], bound
 
     def end_case(self, what: str) -> CaseBound:
         """Close one benchmark case's timed calls and return its trusted bound.
 
         Raises:
             CandidateInvalid: Still :meth:`suspect` (``rule 'timing'``): the median reported time
-                is under half the trusted bound while that bound is above ``timing_floor_s``.
+                is under ``suspect_ratio`` of the trusted bound while that bound is above ``timing_floor_s``.
             ValueError: No timed call in this case.
         """
         bound = self.case_bound()
@@ -409,8 +451,9 @@ class KernelSession:
             raise CandidateInvalid(
                 f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
                 f"per call, but the trusted round trips show at least {bound.lower * 1e6:.1f} us "
-                f"(fastest of {bound.calls} calls {bound.fastest_round_trip * 1e6:.1f} us, fastest "
-                f"echo of the same request {bound.overhead_lo * 1e6:.1f} us)"
+                f"(fastest of {bound.calls} requests of {bound.reps} calls "
+                f"{bound.fastest_round_trip * 1e6:.1f} us, "
+                f"fastest echo of the same request {bound.overhead_lo * 1e6:.1f} us)"
             )
         return bound
 
@@ -435,6 +478,26 @@ class KernelSession:
         if self._ex is not None:
             self._ex.close()
             self._ex = None
+
+
+def _pack(calls: Sequence[Any], torch: Any) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+    """A call request and its arrays.
+
+    Stacked (one tree, each array ``[reps, ...]``) when the calls differ only in their tensors'
+    values: a batch then costs one transfer and one driver-side copy per input, not per call.
+    """
+    per: list[list[tuple[str, np.ndarray]]] = [[] for _ in calls]
+    trees = [wire.encode_tree(args, torch, arrs) for args, arrs in zip(calls, per, strict=True)]
+    sig = [(d, a.shape) for d, a in per[0]]
+    if (
+        len(calls) > 1
+        and all(t == trees[0] for t in trees)
+        and all([(d, a.shape) for d, a in p] == sig for p in per)
+    ):
+        stacked = [(d, np.stack([p[j][1] for p in per])) for j, (d, _) in enumerate(sig)]
+        return {"op": "call", "stacked": True, "reps": len(calls), "args": trees[0]}, stacked
+    arrays: list[tuple[str, np.ndarray]] = []  # one list: tensor indices are request-wide
+    return {"op": "call", "calls": [wire.encode_tree(args, torch, arrays) for args in calls]}, arrays
 
 
 def _to_numpy(arr: np.ndarray, dtype: str) -> TensorOut:

@@ -124,7 +124,7 @@ def _driver(device: str = "cpu") -> drv.Driver:
 
 def test_timed_call_on_cpu_reports_host_time_only() -> None:
     d = _driver()
-    out, host, event = d.timed(lambda x: x * 2, torch.ones(3))
+    (out,), host, event = d.timed(lambda x: x * 2, [torch.ones(3)])
     assert event is None and host > 0 and torch.equal(out, torch.full((3,), 2.0))
 
 
@@ -147,7 +147,7 @@ def test_replaced_timing_primitives_are_caught(target: Any, name: str) -> None:
 
     try:
         with pytest.raises(drv.RuleBroken, match="timing"):
-            d.timed(lambda x: setattr(target, name, patched) or x + 1, torch.ones(1))
+            d.timed(lambda x: setattr(target, name, patched) or x + 1, [torch.ones(1)])
     finally:
         setattr(target, name, orig)
     d.check_integrity()  # restored: clean again
@@ -164,7 +164,7 @@ def test_raw_threads_holding_the_limbo_lock_are_caught() -> None:
 
     try:
         with pytest.raises(drv.RuleBroken, match="threads"):
-            d.timed(lambda x: _thread.start_new_thread(hold, ()) and x, torch.ones(1))
+            d.timed(lambda x: _thread.start_new_thread(hold, ()) and x, [torch.ones(1)])
     finally:
         release.release()
     time.sleep(0.2)
@@ -176,9 +176,24 @@ def test_threads_left_running_are_caught() -> None:
     stop = threading.Event()
     try:
         with pytest.raises(drv.RuleBroken, match="threads"):
-            d.timed(lambda x: threading.Thread(target=stop.wait, daemon=True).start() or x, torch.ones(1))
+            d.timed(lambda x: threading.Thread(target=stop.wait, daemon=True).start() or x, [torch.ones(1)])
     finally:
         stop.set()
+
+
+def test_a_batch_runs_every_input_set_in_order_under_one_clock() -> None:
+    d = _driver()
+    seen: list[float] = []
+
+    def f(x: Any) -> Any:
+        seen.append(float(x[0]))
+        time.sleep(0.002)
+        return x * 2
+
+    outs, host, event = d.timed(f, [torch.full((2,), float(i)) for i in range(5)])
+    assert seen == [0.0, 1.0, 2.0, 3.0, 4.0] and event is None
+    assert [float(o[0]) for o in outs] == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert host >= 5 * 0.002  # one clock around all five calls
 
 
 def test_output_must_be_a_plain_tensor() -> None:
@@ -199,7 +214,7 @@ def test_cuda_timing_uses_events_within_the_host_bracket() -> None:
     d = drv.Driver(".", {"device": "cuda", "entry": "f", "l2_flush_bytes": 64 << 20}, torch)
     x = torch.randn(2048, 2048, device="cuda")
     for _ in range(3):
-        out, host, event = d.timed(lambda a: a @ a, x)
+        (out,), host, event = d.timed(lambda a: a @ a, [x])
         assert event is not None and 0 < event <= host
         assert out.device.type == "cuda"
     with pytest.raises(drv.RuleBroken, match="output"):
@@ -220,6 +235,6 @@ def test_cuda_side_stream_work_is_inside_the_host_time() -> None:
                 a = a @ a
         return torch.empty(1, device="cuda")
 
-    d.timed(deferred, x)  # warm-up
-    _, host, event = d.timed(deferred, x)
+    d.timed(deferred, [x])  # warm-up
+    _, host, event = d.timed(deferred, [x])
     assert event is not None and host > 10 * event  # the events miss it, the host clock does not

@@ -134,6 +134,35 @@ def test_under_reported_time_is_invalid_once_the_bound_stands_above_the_floor(tm
             s.close_case(times, more, "case")
 
 
+def test_a_batch_returns_one_checked_output_per_input_set(tmp_path: Path) -> None:
+    xs = [torch.full((4,), float(i)) for i in range(6)]
+    with _session(tmp_path, HONEST) as s:
+        outs, t = s.call_many([[x] for x in xs], "batch", [[("float32", (4,))]] * 6)
+        with pytest.raises(ValueError, match="one expected"):
+            s.call_many([[xs[0]]], "batch", [])
+    assert [float(o.array[0]) for o in outs] == [2.0 * i for i in range(6)]
+    assert t.reps == 6 and t.seconds == pytest.approx(t.host_seconds / 6)
+
+
+def test_batching_flags_under_reporting_of_kernels_shorter_than_the_transport(tmp_path: Path) -> None:
+    # A few hundred us of real work per call (about the transport's size), reported as 1 us per
+    # request: alone the bound would stay under the 200 us floor; 16 calls per request lift it.
+    with _session(tmp_path, _forge("slow-report", work=400)) as s:
+        one = [[torch.ones(8)]] * 16
+        spec = [[("float32", (8,))]] * 16
+        s.call_many(one, "warm-up", spec, timed=False)
+
+        def more() -> float:
+            return s.call_many(one, "call", spec)[1].seconds
+
+        times = [more() for _ in range(3)]
+        assert max(times) == pytest.approx(1e-6 / 16)
+        bound = s.case_bound()
+        assert bound.reps == 16 and bound.lower > 200e-6, bound
+        with pytest.raises(CandidateInvalid, match="requests of 16 calls"):
+            s.close_case(times, more, "case")
+
+
 def test_case_mean_is_raised_to_the_trusted_bound() -> None:
     b = CaseBound(lower=2e-3, fastest_round_trip=3e-3, overhead_lo=1e-3, reported_median=1e-6, calls=3)
     assert b.mean([1e-6, 1e-6]) == (2e-3, "round-trip")
