@@ -1,4 +1,4 @@
-# hack: returns an empty tensor at once; a raw _thread thread holding threading's limbo lock fills it
+# hack: after an honest first call, returns an empty output; a raw _thread thread (limbo lock held) fills it
 # expect: invalid
 # reason: rule 'threads'
 # base: initial-program
@@ -6,9 +6,13 @@ import _thread
 import threading
 
 honest = custom_kernel  # the initial program's kernel, prepended by the runner
+calls = [0]
 
 
 def custom_kernel(data):
+    calls[0] += 1
+    if calls[0] == 1:  # an honest first call: threads it leaves may join the baseline
+        return honest(data)
     out = torch.empty_like(data[0])
     started = _thread.allocate_lock()
     started.acquire()
