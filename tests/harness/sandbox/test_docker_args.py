@@ -103,3 +103,18 @@ def test_cpu_variant_requests_no_gpu() -> None:
     custom = dataclasses.replace(v, hardware=Hardware(cpus=0.5, memory_mb=100, pids=8))
     b = _args(custom)
     assert b["nano_cpus"] == int(1e9) and b["pids_limit"] == 72  # at least one core
+
+
+def test_the_trusted_server_gets_this_installations_heldout_key_and_candidates_do_not(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.envs.secret import KEY_ENV, installation_key
+    from harness.sandbox.isolation import candidate_env
+
+    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path))
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    a = _args(default_registry().get("eplb-tiny"), local_gpus=[])
+    # Local and Docker draw the same secret held-out data (they scored differently before).
+    assert a["environment"][KEY_ENV] == installation_key().hex()
+    monkeypatch.setenv(KEY_ENV, a["environment"][KEY_ENV])
+    assert KEY_ENV not in candidate_env(1.0)
