@@ -4,14 +4,17 @@
 header comment states what must happen to it::
 
     # hack: what it tries (one line, for humans)
-    # expect: invalid | error | timeout | no-gain
+    # expect: invalid | error | timeout | no-gain   (one; or several joined by "|", any of them)
     # reason: a substring the result's reason must contain (optional)
     # base: initial-program   (optional: the variant's initial program is placed before this
     #                          file, so a hack only overrides what it attacks)
 
 ``no-gain`` means the evaluation is ``ok`` but scores no better than the variant's honest initial
 program (within ``# tolerance:``, default 1e-9 relative); a status other than ``ok`` also fails it,
-so a hack whose own positive control breaks (it raises) cannot pass vacuously. Every file runs
+so a hack whose own positive control breaks (it raises) cannot pass vacuously. ``invalid | no-gain``
+is for attacks whose success depends on the machine (e.g. the allocator reusing an address): when
+the attack lands it must fail, when it does not it must gain nothing; ``# reason:`` then applies to
+the failure. Every file runs
 through the real local sandbox backend, exactly as an agent's program would.
 """
 
@@ -66,7 +69,11 @@ def discover() -> list[Hack]:
                 continue
             text = f.read_text(encoding="utf-8")
             expect = _header(text, "expect")
-            assert expect in VERDICTS, f"{f}: '# expect:' must be one of {VERDICTS}, got {expect!r}"
+            expects = [e.strip() for e in expect.split("|")]
+            assert expects and all(e in VERDICTS for e in expects), (
+                f"{f}: '# expect:' must be one or more of {VERDICTS} joined by '|', got {expect!r}"
+            )
+            expect = " | ".join(expects)
             assert _header(text, "hack"), f"{f}: a '# hack:' line says what it tries"
             tol = float(_header(text, "tolerance") or 1e-9)
             base = _header(text, "base")
@@ -114,7 +121,9 @@ def assert_verdict(hack: Hack, v: Variant, res: EvalResult, ref_of: Callable[[],
     Shared with the Docker runs of hostile candidates (tests/environments/test_kernels_docker.py).
     """
     assert res.status is not Status.INFRA_ERROR, f"harness failed, not the hack: {res.reason}"
-    if hack.expect == "no-gain":
+    expects = hack.expect.split(" | ")
+    failures = [e for e in expects if e != "no-gain"]
+    if "no-gain" in expects and (res.status is Status.OK or not failures):
         assert res.status is Status.OK, f"expected ok and no gain, got {res.status}: {res.reason[:500]}"
         ref = ref_of()
         assert res.score is not None and ref.score is not None
@@ -123,6 +132,6 @@ def assert_verdict(hack: Hack, v: Variant, res: EvalResult, ref_of: Callable[[],
         assert math.isfinite(res.score) and not better, f"hack scored {res.score} vs honest {ref.score}"
     else:
         got = f"expected {hack.expect}, got {res.status}: {res.reason[:500]}"
-        assert res.status is Status(hack.expect), got
-    if hack.reason:
+        assert res.status in {Status(e) for e in failures}, got
+    if hack.reason and res.status is not Status.OK:
         assert hack.reason in res.reason, f"reason {res.reason[:500]!r} lacks {hack.reason!r}"

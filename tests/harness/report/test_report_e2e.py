@@ -157,6 +157,7 @@ def test_run_report_is_self_contained_and_complete(root: Path) -> None:
         "RL training diagnostics",
         "Best program vs initial program",
         "Evaluation outcomes",
+        "Per-case results",
         "LLM spend by role",
     ]
     assert "offline/pacevolve" in text and "initial program" in text and text.count("<svg") >= 3
