@@ -59,6 +59,9 @@ class SandboxSpec:
     """No network at all inside the sandbox."""
     tags: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     """Tags (run id, backend id, variant) used to find and end sandboxes left behind."""
+    env: tuple[tuple[str, str], ...] = field(default_factory=tuple, repr=False)
+    """Environment of the trusted server (the installation's held-out key; never in a repr or log;
+    candidates get an allow-listed environment of their own)."""
 
 
 class RemoteProcess(Protocol):

@@ -146,6 +146,7 @@ class SdkModalClient:
                 timeout=spec.timeout_s,
                 idle_timeout=spec.idle_timeout_s,
                 block_network=spec.block_network,
+                env=dict(spec.env),
             )
         except Exception as e:  # noqa: BLE001 - every Modal failure is an infra error
             raise ModalInfraError(_explain(e)) from e

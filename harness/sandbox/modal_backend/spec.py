@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from harness.envs.registry import Variant
+from harness.envs.secret import KEY_ENV, installation_key
 from harness.images.naming import env_image_tag
 
 from .client import SandboxSpec
@@ -73,6 +74,8 @@ def sandbox_spec(
         idle_timeout_s=max(idle_timeout_s, per_eval) if warm else per_eval,
         block_network=True,
         tags=tuple(sorted(tags.items())),
+        # Secret held-out draws with this installation's key, so Modal scores like local and Docker.
+        env=((KEY_ENV, installation_key().hex()),),
     )
 
 

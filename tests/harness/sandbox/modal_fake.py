@@ -77,6 +77,7 @@ class FakeSandbox:
             "--security-opt", "no-new-privileges",
             "--label", "evobench.modal-fake=1",
             "-e", "PYTHONHASHSEED=0",
+            *[a for k, v in spec.env for a in ("-e", f"{k}={v}")],
         ]  # fmt: skip
         if spec.block_network:
             cmd += ["--network", "none"]

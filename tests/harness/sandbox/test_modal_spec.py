@@ -202,3 +202,18 @@ def test_stdio_server_answers_and_ignores_noise() -> None:
     msgs = [stdio_wire.decode_line(ln) for ln in p.stdout.splitlines() if stdio_wire.is_protocol_line(ln)]
     assert [m["type"] for m in msgs] == ["ready", "error", "result"], p.stderr.decode()[-2000:]
     assert '"status":"ok"' in msgs[2]["result"].replace(" ", "")
+
+
+def test_the_trusted_server_gets_the_heldout_key_and_no_repr_shows_it(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.envs.registry import default_registry
+    from harness.envs.secret import KEY_ENV, installation_key
+    from harness.sandbox.modal_backend.spec import sandbox_spec
+
+    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path))
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    spec = sandbox_spec(default_registry().get("eplb-tiny"), slot=0, backend_id="b", warm=True)
+    key = installation_key().hex()
+    assert dict(spec.env) == {KEY_ENV: key}  # local, Docker and Modal draw the same held-out data
+    assert key not in repr(spec)
