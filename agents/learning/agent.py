@@ -78,6 +78,31 @@ def archive_value(task: TaskSpec, score: float | None) -> float:
     return min(MAX_ABS, max(-MAX_ABS, value))
 
 
+def _as_float(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+def learning_summary(step_rewards: list[float]) -> dict[str, Any]:
+    """Mean step reward over the first and the last quarter of the steps, and ``bench run``'s headline.
+
+    A quarter is ``max(1, steps // 4)`` steps; steps without a finite reward (no group) are left out.
+    Empty when no step has a reward.
+    """
+    rewards = [r for r in step_rewards if math.isfinite(r)]
+    if not rewards:
+        return {}
+    q = max(1, len(rewards) // 4)
+    first, last = float(np.mean(rewards[:q])), float(np.mean(rewards[-q:]))
+    return {
+        "reward_first_quarter": first,
+        "reward_last_quarter": last,
+        "headline": (
+            f"learning: mean step reward {first:.3f} in the first quarter -> {last:.3f} in the last "
+            f"({len(rewards)} steps, {q} per quarter)"
+        ),
+    }
+
+
 def planned_steps(cfg: LearningConfig, ctx: AgentContext) -> int:
     """Steps the run is expected to take (the length of the alpha ramp)."""
     if cfg.total_steps is not None:
@@ -165,6 +190,8 @@ class LearningAgent(PACEvolveAgent):
             )
         if self._policy_advisor is not None:
             out["advisor_fallbacks"] = dict(self._policy_advisor.fallbacks)
+        if self.trainer is not None:
+            out.update(learning_summary([_as_float(r.get("reward_mean")) for r in self.trainer.log.rows]))
         return out
 
     def progress_fields(self) -> dict[str, str]:
@@ -192,9 +219,12 @@ class LearningAgent(PACEvolveAgent):
             ValueError: If the sampler cannot run here.
             agents.rl.policy.PolicyLoadError: If the policy cannot be loaded.
         """
+        import torch
+
         cfg = self.lcfg
         seed = ctx.seed
         run_dir = self._work_dir(ctx)
+        torch.set_num_threads(cfg.policy_threads)  # samples depend on the reduction order
         backend, policy, self.sampler_name = build_backend(cfg, int(seed), run_dir / STATE_DIRNAME)
         ctx.log.info(
             "%s: policy %s on %s sampler (%s)",

@@ -27,7 +27,20 @@ Target = Literal["advisor", "end-to-end"]
 GroupMode = Literal["across-islands", "same-state"]
 StateReuse = Literal["scaffold", "puct"]
 SamplerBackend = Literal["auto", "hf", "vllm"]
-Settings = Literal["cpu", "paper"]
+Settings = Literal["auto", "cpu", "paper"]
+
+
+def _learner_on_gpu(device: object) -> bool:
+    """Whether the learner will run on a CUDA GPU (``device`` field: ``auto``, ``cpu``, ``cuda``)."""
+    if device == "cpu":
+        return False
+    if device == "cuda":
+        return True
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 class LearningConfig(PACEvolveConfig):
@@ -38,11 +51,13 @@ class LearningConfig(PACEvolveConfig):
     CPU: ClassVar[dict[str, Any]] = {}
     """Field values of the CPU preset (``settings = cpu``) that differ from the class defaults."""
 
-    settings: Settings = "cpu"
-    """Named set of defaults for the fields not given explicitly: ``cpu`` (what moves the policy
-    within a CPU run's budget) or ``paper`` (the source paper's published optimiser and loss
-    settings, GPU scale; departures in ``agents/learning/README.md``). The resolved values and
-    this name are frozen into ``run.json``."""
+    settings: Settings = "auto"
+    """Named set of defaults for the fields not given explicitly: ``cpu`` (what moves a small
+    policy within a CPU run's budget: a larger learning rate, LoRA on the output head, short
+    prompts) or ``paper`` (the source paper's published optimiser and loss settings, GPU scale;
+    departures in ``agents/learning/README.md``). ``auto`` picks ``cpu`` when the learner runs on
+    the CPU (``device = cpu``, or ``auto`` without a CUDA GPU) and ``paper`` otherwise; the
+    resolved name (never ``auto``) and values are frozen into ``run.json``."""
 
     model: str = "gemini/gemini-2.5-pro"
     """litellm model of the frozen roles (implementer and summariser unless overridden)."""
@@ -116,8 +131,9 @@ class LearningConfig(PACEvolveConfig):
     tis_cap: float | None = Field(default=None, gt=0.0)
     """Truncated importance weight cap against sampler/learner mismatch (None: off)."""
 
-    lr: float = Field(default=1e-4, gt=0.0)
-    """AdamW learning rate of the LoRA adapter."""
+    lr: float = Field(default=1e-4, ge=0.0)
+    """AdamW learning rate of the LoRA adapter. 0 turns updates off: the frozen baseline of the same
+    advisor (it samples, is scored and logged exactly like the trained one, its adapter never moves)."""
     adam_beta1: float = Field(default=0.9, ge=0.0, lt=1.0)
     """Adam beta1."""
     adam_beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
@@ -152,6 +168,10 @@ class LearningConfig(PACEvolveConfig):
     policy_backend: SamplerBackend = "auto"
     """Sampler: ``hf`` (transformers, CPU or one GPU), ``vllm`` (GPU), ``auto`` (vLLM when a CUDA
     GPU and vLLM are present, else transformers)."""
+    policy_threads: int = Field(default=2, ge=1)
+    """torch's CPU threads for the policy (sampling and learning). Fixed rather than taken from the
+    machine because float reductions, and so a seeded run's samples, depend on the thread count;
+    recorded in ``run.json`` with the rest of the configuration."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device (``auto``: CUDA when available)."""
     vllm_gpu_memory_utilization: float = Field(default=0.45, gt=0.0, lt=1.0)
@@ -174,9 +194,11 @@ class LearningConfig(PACEvolveConfig):
         """Fill the fields not given explicitly from the named preset (explicit values win)."""
         if not isinstance(data, dict):
             return data
-        name = data.get("settings", "cpu")
+        name = data.get("settings", "auto")
+        if name == "auto":
+            name = "paper" if _learner_on_gpu(data.get("device", "auto")) else "cpu"
         preset = cls.PAPER if name == "paper" else cls.CPU if name == "cpu" else {}
-        return {**preset, **data}
+        return {**preset, **data, "settings": name}
 
     @model_validator(mode="after")
     def _check(self) -> LearningConfig:

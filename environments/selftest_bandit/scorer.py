@@ -8,6 +8,12 @@ on a CPU. The rule is public on purpose (it is in the task prompt):
 * ``choose()`` must return a ``str`` of at most :data:`MAX_CHARS` characters;
 * the arm is ``ord(s[0]) % 8`` of its first character, with no stripping;
 * the score is ``PAYOFF[arm]``; the empty string is valid and scores 0.0.
+* variant ``selftest-bandit-8`` (scorer parameter ``positions = 8``): each of the first eight
+  characters picks an arm the same way, and the score is the mean payoff over the eight
+  positions, a missing character paying 0.0. A policy that does not learn finds arm 7 at one
+  position in about one sample in eight, so on the one-character rule its best-so-far score is
+  1.0 within a step or two; eight positions at once (about one sample in 8^8) need learning, so
+  there the best-so-far score (and ``bench compare``'s u and AUC) separates learning from chance.
 
 Payoff table (arm: payoff): 0: 0.3, 1: 0.0, 2: 0.5, 3: 0.1, 4: 0.6, 5: 0.2, 6: 0.4, 7: 1.0.
 Arm 7 is the unique best (``'g'``, ``'o'``, ``'w'``, ``'G'``, ``'O'``, ``'W'``, ``'7'``, ``'?'``,
@@ -37,10 +43,22 @@ def arm_of(choice: str) -> int | None:
     return ord(choice[0]) % ARMS if choice else None
 
 
-def payoff(choice: str) -> float:
-    """The score of a string under the public rule (empty string: :data:`EMPTY_SCORE`)."""
-    arm = arm_of(choice)
-    return EMPTY_SCORE if arm is None else PAYOFF[arm]
+def payoff(choice: str, positions: int = 1) -> float:
+    """The score of a string under the public rule.
+
+    The mean payoff of the arms of its first ``positions`` characters, a missing character paying
+    :data:`EMPTY_SCORE` (one position: the payoff of the first character's arm).
+
+    Raises:
+        ValueError: If ``positions`` < 1.
+    """
+    if positions < 1:
+        raise ValueError("positions must be >= 1")
+    total = 0.0
+    for i in range(positions):
+        arm = arm_of(choice[i:])
+        total += EMPTY_SCORE if arm is None else PAYOFF[arm]
+    return total / positions
 
 
 def validate_choice(value: object) -> str:
@@ -60,7 +78,7 @@ def validate_choice(value: object) -> str:
 
 
 class BanditScorer(Scorer):
-    """Calls ``choose()`` once and pays the arm its first character selects."""
+    """Calls ``choose()`` once and pays the arms its first ``positions`` characters select."""
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Call the candidate's ``choose()`` and look its arm up in :data:`PAYOFF`.
@@ -73,7 +91,8 @@ class BanditScorer(Scorer):
         res = candidate.call("choose")
         choice = validate_choice(res.value)
         arm = arm_of(choice)
-        score = require_finite("score", payoff(choice))
+        positions = int(self.params.get("positions", 1))
+        score = require_finite("score", payoff(choice, positions))
         metrics = {
             "score": score,
             "arm": float(-1 if arm is None else arm),

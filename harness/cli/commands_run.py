@@ -322,6 +322,9 @@ def run(
         f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
         f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}; results in {out.run_dir}"
     )
+    headline = (i.agent_summary or {}).get("headline")
+    if isinstance(headline, str) and headline:
+        console.print(headline)
     return 0
 
 

@@ -213,7 +213,8 @@ class Agent(ABC):
     def run_summary(self) -> dict[str, Any]:
         """What the agent reports about itself when the run ends (JSON values).
 
-        E.g. a trained adapter's version; stored in ``run.json`` and on the leaderboard row.
+        E.g. a trained adapter's version; stored in ``run.json`` and on the leaderboard row. A
+        string under ``headline`` is printed by ``bench run`` as its last line.
         """
         return {}
 

@@ -138,8 +138,9 @@ def test_paper_settings_are_the_published_values_and_explicit_fields_win() -> No
         "entropic", False, "token_sum", "shaping", 0.1,
     )  # fmt: skip
     assert ttt.max_prompt_tokens >= 8192  # the CPU cut removed the task statement
-    # The default is the CPU preset, and explicit values beat the named preset.
-    assert ThetaEvolveConfig().settings == "cpu" and ThetaEvolveConfig().grpo_ddof == 0
+    # On a CPU learner the default is the CPU preset, and explicit values beat the named preset.
+    cpu = ThetaEvolveConfig(device="cpu")
+    assert cpu.settings == "cpu" and cpu.grpo_ddof == 0
     assert TTTDiscoverConfig.model_validate({"settings": "paper", "lr": 1e-3}).lr == 1e-3
     # The name and the resolved values are what run.json records (model_dump of the config).
     dumped = TTTDiscoverConfig(settings="paper").model_dump(mode="json")
@@ -158,3 +159,40 @@ def test_paper_optimiser_settings_reach_the_backend(tmp_path) -> None:
     group = learner.optimizer.param_groups[0]
     assert group["betas"] == (0.9, 0.95) and group["lr"] == 4e-5 and group["weight_decay"] == 0.0
     assert learner.lora.r == 32
+
+
+def test_lr_zero_is_the_frozen_baseline_and_negative_is_refused() -> None:
+    cls = get_agent_class("pacevolve++")
+    assert cls.Config.model_validate({"lr": 0.0}).lr == 0.0
+    with pytest.raises(ValueError, match="lr"):
+        cls.Config.model_validate({"lr": -1e-4})
+
+
+def test_learning_summary_compares_first_and_last_quarter() -> None:
+    from agents.learning.agent import learning_summary
+
+    assert learning_summary([]) == {}
+    assert learning_summary([math.nan]) == {}
+    s = learning_summary([1.0, 2.0, math.nan, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])  # 8 finite: quarters of 2
+    assert s["reward_first_quarter"] == 1.5 and s["reward_last_quarter"] == 7.5
+    assert "1.500" in s["headline"] and "7.500" in s["headline"] and "8 steps" in s["headline"]
+    one = learning_summary([2.0])
+    assert one["reward_first_quarter"] == one["reward_last_quarter"] == 2.0
+
+
+def test_auto_settings_follow_the_learner_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``settings = auto`` resolves (and records) ``cpu`` on a CPU learner, ``paper`` on a GPU."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = PACEvolvePPConfig()
+    assert cfg.settings == "cpu" and cfg.lora_targets == ["lm_head"] and cfg.lr == 0.1
+    assert PACEvolvePPConfig(lr=1e-3).lr == 1e-3  # explicit values win over the preset
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    gpu = PACEvolvePPConfig()
+    assert gpu.settings == "paper" and gpu.lr == 1e-4 and gpu.lora_targets == ["q_proj", "v_proj"]
+    assert PACEvolvePPConfig(device="cpu").settings == "cpu"  # a CPU learner on a GPU machine
+    assert TTTDiscoverConfig(settings="auto", device="cuda").lr == 4e-5
+    # what run.json freezes is the resolved name, so a resumed run keeps its settings anywhere
+    assert gpu.model_dump(mode="json")["settings"] == "paper"
+    assert PACEvolvePPConfig.model_validate(gpu.model_dump(mode="json")).lr == 1e-4

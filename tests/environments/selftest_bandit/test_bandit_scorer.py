@@ -112,3 +112,24 @@ def test_any_string_scores_the_table_entry_of_its_first_character(s: str) -> Non
         assert _score(s[0] + "zzz")[0] == score  # only the first character matters
     else:
         assert score == 0.0 and metrics["arm"] == -1.0
+
+
+def _score8(value: Any) -> float:
+    scorer = BanditScorer(default_registry().get("selftest-bandit-8"), Path("/nonexistent"))
+    return scorer.score(_Returns(value)).score  # type: ignore[arg-type]
+
+
+def test_eight_positions_by_hand() -> None:
+    assert _score8("gggggggg") == 1.0
+    assert _score8("gggggggg and the rest is ignored") == 1.0
+    assert _score8("g") == 1.0 / 8  # seven missing characters pay 0.0
+    assert _score8("") == 0.0
+    assert _score8("gggggggd") == pytest.approx((7 * 1.0 + 0.6) / 8)
+
+
+@given(st.text(max_size=40))
+def test_eight_positions_are_the_mean_of_one_position_rules(s: str) -> None:
+    expected = sum(payoff(s[i:]) if i < len(s) else 0.0 for i in range(8)) / 8
+    assert _score8(s) == pytest.approx(expected, abs=1e-12)
+    assert payoff(s, 1) == payoff(s)  # one position is the original rule
+    assert 0.0 <= _score8(s) <= 1.0

@@ -1,0 +1,190 @@
+"""Trained vs frozen advisor, through the project's own statistics (``bench compare``).
+
+For each learning preset, the same advisor is run twice per seed: trained (the preset's defaults)
+and frozen (``lr = 0``: it samples, is scored and logged exactly alike, its adapter never moves).
+Every run is a real ``bench run`` into a scratch results/leaderboard directory; then ``bench
+compare`` pairs the two identities seed by seed and reports the mean difference in progress u,
+best score and progress AUC with bootstrap CIs and sign-flip permutation p-values. Also printed:
+each arm's mean step reward in the first and the last quarter of its steps (from ``run.json``).
+
+The policy's CPU threads are fixed by the preset (``policy_threads``) and recorded in each run.
+
+Run (minutes):
+  nice -n 15 python benchmarks/bench_learning_proof.py                       # bandit, every preset
+  nice -n 15 python benchmarks/bench_learning_proof.py --env eplb-tiny --presets pacevolve++ \\
+      --implementer-model offline/exact --max-evaluations 41
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PRESETS = ("pacevolve++", "thetaevolve", "ttt-discover", "maxk")
+"""The learning presets."""
+FAST = {"policy_max_new_tokens": 16, "max_prompt_tokens": 128}
+"""Shorter prompts and answers (budget knobs only; every learning setting stays at its default)."""
+
+
+@dataclass
+class Arm:
+    """One side of a comparison: a preset, trained or frozen, its runs' summaries."""
+
+    preset: str
+    """Agent id."""
+    label: str
+    """``trained`` or ``frozen``."""
+    config: dict[str, Any]
+    """``--agent-config`` of its runs."""
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    """``agent_summary`` of each finished run (seed order)."""
+
+
+def _bench() -> list[str]:
+    exe = Path(sys.executable).with_name("bench")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "harness.cli.main"]
+
+
+def run_arm(arm: Arm, args: argparse.Namespace, out: Path) -> None:
+    """``bench run`` of one arm on every seed (a finished run of the same seed is reused).
+
+    Raises:
+        RuntimeError: If a run fails.
+    """
+    for seed in range(args.seeds):
+        marker = out / "done" / f"{arm.preset}-{arm.label}-{seed}.json"
+        if marker.exists():
+            arm.summaries.append(json.loads(marker.read_text()))
+            continue
+        cmd = [
+            *_bench(), "run", "--agent", arm.preset, "--env", args.env, "--seed", str(seed),
+            "--advisor-model", args.advisor_model, "--implementer-model", args.implementer_model,
+            "--max-evaluations", str(args.max_evaluations), "--workers", str(args.workers),
+            "--agent-config", json.dumps(arm.config), "--results-dir", str(out / "results"),
+            "--leaderboard-dir", str(out / "leaderboards"), "--no-progress",
+        ]  # fmt: skip
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        run_dir = Path(proc.stdout.strip().split("results in ")[-1].split()[0])
+        info = json.loads((run_dir / "run.json").read_text())
+        summary = dict(info.get("agent_summary") or {})
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(summary))
+        arm.summaries.append(summary)
+
+
+def identities(out: Path, env: str, preset: str) -> dict[str, str]:
+    """``trained`` / ``frozen`` -> ``<agent>@<cfg>`` of the preset's runs on ``env``.
+
+    Raises:
+        RuntimeError: If the leaderboard does not hold exactly one identity of each.
+    """
+    import pandas as pd
+
+    from harness.compare.identity import IDENTITY_COLUMN, with_identity
+    from harness.envs.registry import default_registry
+
+    family = default_registry().get(env).family
+    lb = with_identity(pd.read_parquet(out / "leaderboards" / f"{family}.parquet"))
+    rows = lb[(lb["agent"] == preset) & (lb["env_id"] == env)]
+    found: dict[str, set[str]] = {"trained": set(), "frozen": set()}
+    for _, row in rows.iterrows():
+        lr = json.loads(row["agent_config_json"]).get("lr")
+        found["frozen" if lr == 0 else "trained"].add(str(row[IDENTITY_COLUMN]))
+    if any(len(v) != 1 for v in found.values()):
+        raise RuntimeError(f"expected one trained and one frozen identity of {preset}, found {found}")
+    return {k: next(iter(v)) for k, v in found.items()}
+
+
+def compare(out: Path, env: str, ids: dict[str, str], resamples: int) -> dict[str, Any]:
+    """``bench compare --json`` of trained vs frozen.
+
+    Raises:
+        RuntimeError: If compare fails.
+    """
+    cmd = [
+        *_bench(), "compare", "--env", env,
+        "--agents", f"{ids['trained']}=trained", f"{ids['frozen']}=frozen",
+        "--leaderboard-dir", str(out / "leaderboards"), "--results-dir", str(out / "results"),
+        "--resamples", str(resamples), "--json",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench compare failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    text_cmd = [c for c in cmd if c != "--json"]
+    table = subprocess.run(text_cmd, capture_output=True, text=True).stdout
+    return {"json": json.loads(proc.stdout), "table": table}
+
+
+def quarter_means(arm: Arm) -> tuple[float, float]:
+    """Mean over seeds of the first- and last-quarter mean step reward."""
+    firsts = [s["reward_first_quarter"] for s in arm.summaries if "reward_first_quarter" in s]
+    lasts = [s["reward_last_quarter"] for s in arm.summaries if "reward_last_quarter" in s]
+    return (
+        statistics.fmean(firsts) if firsts else float("nan"),
+        statistics.fmean(lasts) if lasts else float("nan"),
+    )
+
+
+def prove(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Run both arms of every preset and compare them; returns per preset the compare JSON and table."""
+    base = {**(FAST if args.fast else {}), **json.loads(args.agent_config)}
+    report: dict[str, Any] = {}
+    for preset in args.presets:
+        trained = Arm(preset, "trained", dict(base))
+        frozen = Arm(preset, "frozen", {**base, "lr": 0.0})
+        for arm in (trained, frozen):
+            run_arm(arm, args, out)
+        result = compare(out, args.env, identities(out, args.env, preset), args.resamples)
+        result["quarters"] = {"trained": quarter_means(trained), "frozen": quarter_means(frozen)}
+        report[preset] = result
+    return report
+
+
+def parser() -> argparse.ArgumentParser:
+    """Command-line options."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", default="selftest-bandit-8")
+    ap.add_argument("--presets", nargs="+", default=list(PRESETS))
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--max-evaluations", type=int, default=1 + 8 * 16)
+    ap.add_argument("--advisor-model", default="tiny-random")
+    ap.add_argument("--implementer-model", default="offline/pacevolve")
+    ap.add_argument("--agent-config", default="{}", help="JSON added to both arms' configuration")
+    ap.add_argument("--fast", action=argparse.BooleanOptionalAction, default=True, help=f"add {FAST}")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--resamples", type=int, default=4000)
+    ap.add_argument("--out", type=Path, help="scratch directory (kept; finished runs are reused)")
+    ap.add_argument("--json", type=Path, help="also write the report here")
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
+    import tempfile
+
+    out = args.out or Path(tempfile.mkdtemp(prefix="evobench-proof-"))
+    report = prove(args, out)
+    for preset, r in report.items():
+        (tf, tl), (ff, fl) = r["quarters"]["trained"], r["quarters"]["frozen"]
+        print(f"== {preset} on {args.env}, {args.seeds} seeds, {args.max_evaluations} evaluations")
+        print(f"mean step reward, first -> last quarter: trained {tf:.3f} -> {tl:.3f}, ", end="")
+        print(f"frozen {ff:.3f} -> {fl:.3f}")
+        print(r["table"])
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+    print(f"runs in {out}")
+
+
+if __name__ == "__main__":
+    main()
