@@ -62,7 +62,9 @@ def _ids(ids: Iterable[int]) -> str:
 
 def edit_names(entries: Sequence[Entry]) -> str | None:
     """``edit <name> <n>`` over the vocabulary's entries and option numbers (None when empty)."""
-    names = [f"{escape(e.name)} {_alt(str(n) for n in range(1, len(e.options) + 1))}" for e in entries if e.options]
+    names = [
+        f"{escape(e.name)} {_alt(str(n) for n in range(1, len(e.options) + 1))}" for e in entries if e.options
+    ]
     return f"edit {_alt(names)}" if names else None
 
 

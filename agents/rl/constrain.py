@@ -29,7 +29,7 @@ class ConstraintError(ValueError):
 
 
 def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """xgrammar's packed int32 bitmask ``[B, ceil(V / 32)]`` as a bool tensor ``[B, V]``."""
+    """Xgrammar's packed int32 bitmask ``[B, ceil(V / 32)]`` as a bool tensor ``[B, V]``."""
     bits = (bitmask[:, :, None] >> _BITS) & 1
     return bits.bool().reshape(bitmask.shape[0], -1)[:, :vocab_size]
 
@@ -88,7 +88,9 @@ class Constrainer:
 
         self.vocab_size = int(vocab_size)
         stops = list(stop_token_ids) if stop_token_ids is not None else None
-        self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=self.vocab_size, stop_token_ids=stops)
+        self.info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=self.vocab_size, stop_token_ids=stops
+        )
         self._compiler = xgr.GrammarCompiler(self.info, max_threads=1)
         self._compiled: dict[str, Any] = {}
         self._lock = threading.Lock()

@@ -121,7 +121,8 @@ class HFBackend(PolicyBackend):
         forward = self.model.get_base_model().forward
         self._keeps_logits = "logits_to_keep" in inspect.signature(forward).parameters
         # The mask width is the model's vocabulary (lm_head rows), which may exceed the tokenizer's.
-        self.vocab_size = int(self.model.get_base_model().get_output_embeddings().weight.shape[0])
+        base: Any = self.model.get_base_model()
+        self.vocab_size = int(base.get_output_embeddings().weight.shape[0])
         self._constrainer: Constrainer | None = None
 
     def constrainer(self) -> Constrainer:
@@ -160,7 +161,9 @@ class HFBackend(PolicyBackend):
             raise ValueError("temperature and max_new_tokens must be positive")
         if not requests:
             return []
-        matchers = [None if r.constraint is None else self.constrainer().matcher(r.constraint) for r in requests]
+        matchers = [
+            None if r.constraint is None else self.constrainer().matcher(r.constraint) for r in requests
+        ]
         gens = [torch.Generator(device=self.device).manual_seed(r.seed) for r in requests]
         rows = sample_rows(
             self.model,

@@ -103,7 +103,11 @@ def sample_rows(
             break
         attn = torch.cat([attn, torch.ones((n, 1), dtype=attn.dtype, device=device)], dim=1)
         out = model(
-            input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos, past_key_values=past, use_cache=True
+            input_ids=nxt[:, None],
+            attention_mask=attn,
+            position_ids=next_pos,
+            past_key_values=past,
+            use_cache=True,
         )
         next_pos = next_pos + 1
         past = out.past_key_values

@@ -73,7 +73,9 @@ def test_classification_answers_parse_with_ids_from_the_right_set(data):
     regex = af.classification(POOL, PRUNED, EDIT)
     answer = data.draw(_sample(regex))
     c = parse_classification(answer, POOL, PRUNED)
-    assert (c.kind == "refine") == (c.idea_id in POOL) and (c.kind == "known_failure") == (c.idea_id in PRUNED)
+    assert (c.kind == "refine") == (c.idea_id in POOL) and (c.kind == "known_failure") == (
+        c.idea_id in PRUNED
+    )
     assert _xgrammar_accepts(regex, answer)
 
 
