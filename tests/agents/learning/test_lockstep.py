@@ -63,11 +63,14 @@ def test_submit_outside_a_session_is_refused():
 TASK = task_spec(default_registry().get("eplb-tiny"))
 
 
+PRUNED = PrunedIdea(id=2, description="x", experiments=1, best=None, findings="y", step=1)
+
+
 def _view(island: int = 0) -> IslandView:
     ideas = (Idea(id=1, description="Balance the hot experts."), Idea(id=4, description="Replicate more."))
     return IslandView(
         task=TASK, island=island, step=1, seed=11 + island, program=TASK.initial_program, program_score=0.0,
-        best_score=0.0, ideas=ideas, pruned=(PrunedIdea(id=2, description="x", experiments=1, best=None, findings="y", step=1),), log=(),
+        best_score=0.0, ideas=ideas, pruned=(PRUNED,), log=(),
     )  # fmt: skip
 
 
@@ -75,7 +78,8 @@ def _view(island: int = 0) -> IslandView:
 def sampler() -> PolicySampler:
     backend = HFBackend(tiny_random(), lora=LoraSettings(r=4, alpha=8))
     return PolicySampler(
-        backend, tiny_random(), reference="tiny-random", temperature=1.0, max_prompt_tokens=96, buffer=RolloutBuffer()
+        backend, tiny_random(), reference="tiny-random", temperature=1.0, max_prompt_tokens=96,
+        buffer=RolloutBuffer(),
     )  # fmt: skip
 
 
