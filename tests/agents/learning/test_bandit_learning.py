@@ -29,6 +29,8 @@ BASE = {
     "micro_batch": 32,
     "backtracking": False,
     "skip_repeats": False,  # converging on the best arm repeats hypotheses; that is the point here
+    # The arm is the answer's first character: a format would fix it (and 8 tokens cannot finish one).
+    "constrained_decoding": False,
 }
 MARGIN = 0.25
 """Required rise of the mean reward (on 0..5) from the first to the last quarter of the steps."""
