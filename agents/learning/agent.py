@@ -295,6 +295,7 @@ class LearningAgent(PACEvolveAgent):
             "trainer_step": self.trainer.step,
             "puct": self.archive.to_json() if self.archive is not None else None,
             "fallbacks": dict(self._policy_advisor.fallbacks) if self._policy_advisor else {},
+            "calls": dict(self._policy_advisor.calls) if self._policy_advisor else {},
         }
         return data
 
@@ -313,6 +314,7 @@ class LearningAgent(PACEvolveAgent):
             self.archive = PUCTArchive.from_json(extra["puct"])
         if self._policy_advisor is not None:
             self._policy_advisor.fallbacks.update(extra.get("fallbacks") or {})
+            self._policy_advisor.calls.update(extra.get("calls") or {})
 
     # -- the step ---------------------------------------------------------------------------------
     def run(self, ctx: AgentContext) -> None:
