@@ -29,8 +29,15 @@ from typing import Any
 
 PRESETS = ("pacevolve++", "thetaevolve", "ttt-discover", "maxk")
 """The learning presets."""
-FAST = {"policy_max_new_tokens": 16, "max_prompt_tokens": 128}
-"""Shorter prompts and answers (budget knobs only; every learning setting stays at its default)."""
+FAST = {
+    "policy_max_new_tokens": 16,
+    "max_prompt_tokens": 128,
+    "constrained_decoding": False,
+    "batch_policy_calls": False,
+}
+"""Shorter prompts and answers; free decoding, one call at a time (the bandit's arms are the answer's
+first characters, and on the byte-level ``tiny-random`` a 16-token answer cannot finish a format).
+Every learning setting (lr, LoRA targets, estimator, clipping) stays at the preset's default."""
 
 
 @dataclass
@@ -96,7 +103,7 @@ def identities(out: Path, env: str, preset: str) -> dict[str, str]:
 
     family = default_registry().get(env).family
     lb = with_identity(pd.read_parquet(out / "leaderboards" / f"{family}.parquet"))
-    rows = lb[(lb["agent"] == preset) & (lb["env_id"] == env)]
+    rows = lb[(lb["agent"] == preset) & (lb["variant"] == env)]
     found: dict[str, set[str]] = {"trained": set(), "frozen": set()}
     for _, row in rows.iterrows():
         lr = json.loads(row["agent_config_json"]).get("lr")

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from agents.base import AgentContext
 from agents.pacevolve.agent import PACEvolveAgent
 from agents.pacevolve.island import Draft, IslandEngine, Result
+from agents.pacevolve.offline_exact import NAME as _EXACT_NAME
 from agents.pacevolve.roles import Advisor, Implementer, Summariser
 from agents.pacevolve.state import IslandState, ProgramRef, SearchState
 from agents.rl.diagnostics import TrainRow
@@ -37,6 +38,7 @@ from harness.runner.context import TaskSpec
 from harness.scoring.progress import progress_reward
 
 from .config import LearningConfig, MaxKConfig, PACEvolvePPConfig, ThetaEvolveConfig, TTTDiscoverConfig
+from .lockstep import run_all
 from .policy_backend import build_backend, build_trainer, resolve_sampler
 from .policy_roles import PolicyAdvisor, PolicyImplementer, PolicySampler, RolloutBuffer
 from .puct import MAX_ABS, PUCTArchive
@@ -45,6 +47,27 @@ STATE_DIRNAME = "policy"
 """Directory inside the run directory with the trainer's checkpoints (adapter, optimiser)."""
 DEFAULT_STEPS = 50
 """Planned steps (alpha ramp) when the budget has no evaluation cap and none is configured."""
+
+
+EXACT_MODEL = f"offline/{_EXACT_NAME}"
+"""The deterministic implementer whose input is ``edit <name> <n>``."""
+
+
+def exact_edits(cfg: LearningConfig) -> bool:
+    """Whether the advisor's hypotheses feed ``offline/exact`` (then they start with ``edit <name> <n>``)."""
+    return cfg.target == "advisor" and (cfg.implementer_model or cfg.model) == EXACT_MODEL
+
+
+def policy_advisor(cfg: LearningConfig, sampler: PolicySampler) -> PolicyAdvisor:
+    """The policy's advisor role with the configured parsing and answer formats."""
+    return PolicyAdvisor(
+        sampler,
+        max_new_tokens=cfg.policy_max_new_tokens,
+        lenient=cfg.lenient_parsing,
+        novelty_hint_pool_size=cfg.novelty_hint_pool_size,
+        constrained=cfg.constrained_decoding,
+        exact_edits=exact_edits(cfg),
+    )
 
 
 def reward_of(cfg: LearningConfig, task: TaskSpec, score: float | None) -> float:
@@ -145,6 +168,8 @@ class LearningAgent(PACEvolveAgent):
         self.last_row: TrainRow | None = None
         self.sampler_name = ""
         self._policy_advisor: PolicyAdvisor | None = None
+        self._policy_implementer: PolicyImplementer | None = None
+        self._sampler: PolicySampler | None = None
         self._buffer = RolloutBuffer()
         self._assignment: dict[int, ProgramRef] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -190,6 +215,13 @@ class LearningAgent(PACEvolveAgent):
             )
         if self._policy_advisor is not None:
             out["advisor_fallbacks"] = dict(self._policy_advisor.fallbacks)
+            out["parse_rate"] = self._policy_advisor.parse_rates()
+        if self._policy_implementer is not None and self._policy_implementer.calls:
+            impl = self._policy_implementer
+            out.setdefault("parse_rate", {})["implementation"] = (impl.calls - impl.failures) / impl.calls
+        if self._sampler is not None and self._sampler.lockstep.batch_sizes:
+            sizes = self._sampler.lockstep.batch_sizes
+            out["policy_batches"] = {"batches": len(sizes), "mean_size": sum(sizes) / len(sizes)}
         if self.trainer is not None:
             out.update(learning_summary([_as_float(r.get("reward_mean")) for r in self.trainer.log.rows]))
         return out
@@ -254,16 +286,22 @@ class LearningAgent(PACEvolveAgent):
             self._attribute(row)
 
         sampler = self.setup_policy(ctx, on_call)
-        self._policy_advisor = PolicyAdvisor(
-            sampler,
-            max_new_tokens=cfg.policy_max_new_tokens,
-            lenient=cfg.lenient_parsing,
-            novelty_hint_pool_size=cfg.novelty_hint_pool_size,
-        )
+        self._sampler = sampler
+        self._policy_advisor = policy_advisor(cfg, sampler)
         _, implementer, summariser = super()._roles(ctx, client)  # the frozen roles
         if cfg.target == "end-to-end":
-            implementer = PolicyImplementer(sampler, max_new_tokens=4 * cfg.policy_max_new_tokens)
+            implementer = self._policy_implementer = PolicyImplementer(
+                sampler, max_new_tokens=4 * cfg.policy_max_new_tokens, constrained=cfg.constrained_decoding
+            )
         return self._policy_advisor, implementer, summariser
+
+    def _draft_all(self, engine: IslandEngine, state: SearchState, step: int) -> list[Draft]:
+        """Every island drafts on its own thread; their policy calls are batched in lockstep."""
+        if self._sampler is None or not self.lcfg.batch_policy_calls or len(state.islands) < 2:
+            return super()._draft_all(engine, state, step)
+        return run_all(
+            lambda isl: engine.draft(isl, step), state.islands, lambda isl: isl.index, self._sampler.lockstep
+        )
 
     def _engine(
         self,
@@ -287,6 +325,7 @@ class LearningAgent(PACEvolveAgent):
             "trainer_step": self.trainer.step,
             "puct": self.archive.to_json() if self.archive is not None else None,
             "fallbacks": dict(self._policy_advisor.fallbacks) if self._policy_advisor else {},
+            "calls": dict(self._policy_advisor.calls) if self._policy_advisor else {},
         }
         return data
 
@@ -305,6 +344,7 @@ class LearningAgent(PACEvolveAgent):
             self.archive = PUCTArchive.from_json(extra["puct"])
         if self._policy_advisor is not None:
             self._policy_advisor.fallbacks.update(extra.get("fallbacks") or {})
+            self._policy_advisor.calls.update(extra.get("calls") or {})
 
     # -- the step ---------------------------------------------------------------------------------
     def run(self, ctx: AgentContext) -> None:

@@ -165,6 +165,17 @@ class LearningConfig(PACEvolveConfig):
     """When the policy breaks an answer format, read the whole answer as the idea / hypothesis
     instead of failing the iteration (small advisors rarely follow formats at first; the
     fallback is counted in ``advisor_fallbacks``). False: a broken format is a failure (R = -1)."""
+    constrained_decoding: bool = True
+    """Decode every policy answer under its stage's format (a regex from ``answer_formats.py``,
+    applied by xgrammar on both the ``hf`` and ``vllm`` samplers and replayed by the learner), so
+    a small policy writes parsable answers; with the ``offline/exact`` implementer hypotheses
+    start with ``edit <name> <n>`` from the prompt's vocabulary. An answer cut off by
+    ``policy_max_new_tokens`` can still break the format (then ``lenient_parsing`` applies).
+    The parse rate per stage is in ``run.json`` (``agent_summary.parse_rate``)."""
+    batch_policy_calls: bool = True
+    """Serve the islands' concurrent policy calls of a step's draft phase as one batch per round
+    (a lockstep session; every island drafts on its own thread). Rows keep their own seeds;
+    false samples each call alone (the same answers up to float rounding)."""
     policy_backend: SamplerBackend = "auto"
     """Sampler: ``hf`` (transformers, CPU or one GPU), ``vllm`` (GPU), ``auto`` (vLLM when a CUDA
     GPU and vLLM are present, else transformers)."""

@@ -21,6 +21,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agents.learning import answer_formats as af
+from agents.learning.lockstep import Lockstep
 from agents.pacevolve import prompting
 from agents.pacevolve.parsing import (
     ParseError,
@@ -33,7 +35,7 @@ from agents.pacevolve.parsing import (
 )
 from agents.pacevolve.roles import Classification, IslandView, ProposalError, Selection
 from agents.pacevolve.state import Idea, derive_seed
-from agents.rl.backends.base import Completion, PolicyBackend
+from agents.rl.backends.base import Completion, PolicyBackend, SampleRequest
 from agents.rl.policy import LoadedPolicy
 from harness.llm.ledger import LLMCallRow, utc_now
 
@@ -119,6 +121,12 @@ class PolicySampler:
         self.buffer = buffer
         self.on_call = on_call
         self._lock = threading.Lock()
+        self.lockstep = Lockstep(self._run_batch)
+        """Batches the islands' concurrent calls while the agent holds a session open."""
+
+    def _run_batch(self, requests: list[SampleRequest]) -> list[Completion]:
+        with self._lock:
+            return self.backend.sample_requests(requests, self.temperature)
 
     def complete(
         self,
@@ -130,12 +138,21 @@ class PolicySampler:
         step: int,
         island: int,
         max_new_tokens: int,
+        constraint: str | None = None,
     ) -> str:
-        """Sample one answer, file it under ``(step, island)`` and return its text."""
+        """Sample one answer, file it under ``(step, island)`` and return its text.
+
+        While a lockstep session has ``island`` as a participant, the call waits for its round's
+        batch; otherwise it is sampled alone. ``constraint`` is a regex the answer is decoded
+        under (xgrammar).
+        """
         ids = encode_messages(self.policy, messages, self.max_prompt_tokens)
         started, t0 = utc_now(), time.perf_counter()
-        with self._lock:
-            [[c]] = self.backend.sample([ids], 1, max_new_tokens, self.temperature, seed=seed)
+        request = SampleRequest(tuple(ids), max_new_tokens, seed, constraint)
+        if self.lockstep.is_participant(island):
+            c = self.lockstep.submit(island, request)
+        else:
+            [c] = self._run_batch([request])
         self.buffer.add(step, island, c)
         if self.on_call is not None:
             self.on_call(
@@ -161,17 +178,39 @@ class PolicyAdvisor:
     """The advisor role on the trained policy (one sample per stage; see the module docstring)."""
 
     def __init__(
-        self, sampler: PolicySampler, *, max_new_tokens: int, lenient: bool, novelty_hint_pool_size: int
+        self,
+        sampler: PolicySampler,
+        *,
+        max_new_tokens: int,
+        lenient: bool,
+        novelty_hint_pool_size: int,
+        constrained: bool = False,
+        exact_edits: bool = False,
     ) -> None:
-        """Bind the sampler and the parsing mode."""
+        """Bind the sampler, the parsing mode and the answer formats.
+
+        ``constrained`` decodes every answer under its stage's format (``answer_formats.py``);
+        ``exact_edits`` makes hypotheses start with ``edit <name> <n>`` from the prompt's
+        vocabulary (the ``offline/exact`` implementer's input).
+        """
         self.sampler = sampler
         self.max_new_tokens = max_new_tokens
         self.lenient = lenient
         self.novelty_hint_pool_size = novelty_hint_pool_size
+        self.constrained = constrained
+        self.exact_edits = exact_edits
         self.fallbacks: dict[str, int] = defaultdict(int)
+        self.calls: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
 
-    def _ask(self, view: IslandView, stage: str, messages: list[Any], salt: object = "") -> str:
+    def _edits(self, view: IslandView) -> str | None:
+        return af.view_edits(view) if self.exact_edits else None
+
+    def _ask(
+        self, view: IslandView, stage: str, messages: list[Any], salt: object = "", fmt: str | None = None
+    ) -> str:
+        with self._lock:
+            self.calls[stage] += 1
         return self.sampler.complete(
             "advisor",
             messages,
@@ -180,7 +219,13 @@ class PolicyAdvisor:
             step=view.step,
             island=view.island,
             max_new_tokens=self.max_new_tokens,
+            constraint=fmt if self.constrained else None,
         )
+
+    def parse_rates(self) -> dict[str, float]:
+        """Per stage: calls parsed without a fallback / calls."""
+        with self._lock:
+            return {s: (n - self.fallbacks.get(s, 0)) / n for s, n in sorted(self.calls.items()) if n}
 
     def _fallback(self, stage: str, error: ParseError) -> None:
         if not self.lenient:
@@ -195,7 +240,10 @@ class PolicyAdvisor:
             ProposalError: If the answer is empty, or breaks the format without lenient parsing.
         """
         text = self._ask(
-            view, "idea_generation", prompting.idea_generation(view, n, self.novelty_hint_pool_size)
+            view,
+            "idea_generation",
+            prompting.idea_generation(view, n, self.novelty_hint_pool_size),
+            fmt=af.idea_generation(self._edits(view)),
         )
         try:
             return parse_ideas(text, n)
@@ -214,7 +262,10 @@ class PolicyAdvisor:
         """
         pool = {i.id for i in view.ideas}
         pruned = {p.id for p in view.pruned}
-        text = self._ask(view, "idea_classification", prompting.idea_classification(view, proposal), proposal)
+        fmt = af.classification(pool, pruned, self._edits(view))
+        text = self._ask(
+            view, "idea_classification", prompting.idea_classification(view, proposal), proposal, fmt
+        )
         try:
             return parse_classification(text, pool, pruned)
         except ParseError as e:
@@ -228,7 +279,8 @@ class PolicyAdvisor:
             ProposalError: If the answer is empty, or breaks the format without lenient parsing.
         """
         pool = {i.id for i in view.ideas}
-        text = self._ask(view, "idea_selection", prompting.idea_selection(view))
+        fmt = af.selection(pool, self._edits(view))
+        text = self._ask(view, "idea_selection", prompting.idea_selection(view), fmt=fmt)
         try:
             return parse_selection(text, pool)
         except ParseError as e:
@@ -247,7 +299,9 @@ class PolicyAdvisor:
         idea = view.idea(selection.idea_id)
         if idea is None:
             return False
-        text = self._ask(view, "repetition_check", prompting.repetition_check(view, idea, selection))
+        text = self._ask(
+            view, "repetition_check", prompting.repetition_check(view, idea, selection), fmt=af.repetition()
+        )
         try:
             return parse_repeat(text)
         except ParseError as e:
@@ -262,7 +316,8 @@ class PolicyAdvisor:
         """
         pool = {i.id for i in view.ideas}
         cap = len(view.ideas) - n_drop
-        text = self._ask(view, "idea_pruning", prompting.idea_pruning(view, n_drop, cap), sorted(pool))
+        fmt = af.pruning(pool, n_drop)
+        text = self._ask(view, "idea_pruning", prompting.idea_pruning(view, n_drop, cap), sorted(pool), fmt)
         try:
             return parse_drop(text, pool, n_drop)
         except ParseError as e:
@@ -273,10 +328,16 @@ class PolicyAdvisor:
 class PolicyImplementer:
     """The implementer role on the trained policy (training target ``end-to-end``)."""
 
-    def __init__(self, sampler: PolicySampler, *, max_new_tokens: int) -> None:
-        """Bind the sampler."""
+    def __init__(self, sampler: PolicySampler, *, max_new_tokens: int, constrained: bool = False) -> None:
+        """Bind the sampler; ``constrained`` decodes the edit as one SEARCH/REPLACE block."""
         self.sampler = sampler
         self.max_new_tokens = max_new_tokens
+        self.constrained = constrained
+        self.calls = 0
+        """Edits asked for."""
+        self.failures = 0
+        """Answers with no applicable edit."""
+        self._lock = threading.Lock()
 
     def implement(self, view: IslandView, idea: Idea, selection: Selection) -> str:
         """The policy's edit applied to the parent.
@@ -292,8 +353,13 @@ class PolicyImplementer:
             step=view.step,
             island=view.island,
             max_new_tokens=self.max_new_tokens,
+            constraint=af.edit_block(view.program, view.task.language.value) if self.constrained else None,
         )
         try:
+            with self._lock:
+                self.calls += 1
             return parse_edit(text, view.program, view.task.language.value)
         except ParseError as e:
+            with self._lock:
+                self.failures += 1
             raise ProposalError("implementation", str(e)) from None

@@ -25,7 +25,7 @@ from harness.evaluation.result import program_sha256
 from harness.llm.ledger import LLMCallRow
 from harness.llm.offline import register_operators
 
-from .agent import LearningAgent, archive_value, reward_of
+from .agent import LearningAgent, archive_value, exact_edits, reward_of
 from .policy_roles import PolicyAdvisor, PolicyImplementer
 from .puct import PUCTArchive
 
@@ -82,11 +82,15 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
         max_new_tokens=cfg.policy_max_new_tokens,
         lenient=cfg.lenient_parsing,
         novelty_hint_pool_size=0,
+        constrained=cfg.constrained_decoding,
+        exact_edits=exact_edits(cfg),
     )
     agent._policy_advisor = advisor
     implementer: Implementer
     if cfg.target == "end-to-end":
-        implementer = PolicyImplementer(sampler, max_new_tokens=4 * cfg.policy_max_new_tokens)
+        implementer = agent._policy_implementer = PolicyImplementer(
+            sampler, max_new_tokens=4 * cfg.policy_max_new_tokens, constrained=cfg.constrained_decoding
+        )
     else:
         implementer = LLMImplementer(client, max_fix_attempts=cfg.max_fix_attempts)
     trainer = agent.trainer

@@ -298,7 +298,7 @@ class PACEvolveAgent(Agent):
     def _step(self, ctx: AgentContext, state: SearchState, engine: IslandEngine) -> list[IterationRow]:
         state.step += 1
         step = state.step
-        drafts: list[Draft] = self._parallel(lambda isl: engine.draft(isl, step), state.islands)
+        drafts = self._draft_all(engine, state, step)
         results, proposals = self._evaluate(ctx, state, drafts, step)
         infos: list[AbsorbInfo] = self._parallel(
             lambda isl: engine.absorb(isl, drafts[isl.index], step, results.get(isl.index)), state.islands
@@ -314,6 +314,13 @@ class PACEvolveAgent(Agent):
         state.empty_steps = 0 if proposals else state.empty_steps + 1
         state.compact()
         return rows
+
+    def _draft_all(self, engine: IslandEngine, state: SearchState, step: int) -> list[Draft]:
+        """Every island's draft of this step (on up to ``llm_concurrency`` threads).
+
+        A hook: the learning agents batch their policy calls across the islands here.
+        """
+        return self._parallel(lambda isl: engine.draft(isl, step), state.islands)
 
     def _after_step(  # noqa: B027 - optional hook
         self, ctx: AgentContext, state: SearchState, drafts: list[Draft], results: dict[int, Result]

@@ -22,6 +22,8 @@ class Completion:
         text: Decoded completion (special tokens skipped).
         finished: Whether generation stopped on EOS (False: length limit).
         adapter_version: Adapter version that sampled it.
+        constraint: The regex the completion was decoded under (None: unconstrained). The
+            learner replays the tokens through it to mask the same logits the sampler masked.
     """
 
     prompt_ids: tuple[int, ...]
@@ -30,6 +32,7 @@ class Completion:
     text: str
     finished: bool
     adapter_version: int
+    constraint: str | None = None
 
     def __post_init__(self) -> None:
         """Check lengths and finiteness.
@@ -51,6 +54,7 @@ class Completion:
             "text": self.text,
             "finished": self.finished,
             "adapter_version": self.adapter_version,
+            "constraint": self.constraint,
         }
 
     @classmethod
@@ -68,7 +72,22 @@ class Completion:
             text=str(d["text"]),
             finished=bool(d["finished"]),
             adapter_version=int(d["adapter_version"]),
+            constraint=None if d.get("constraint") is None else str(d["constraint"]),  # old fixtures: none
         )
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """One completion to sample in a batch of requests (each with its own seed and constraint)."""
+
+    prompt_ids: tuple[int, ...]
+    """Prompt token ids."""
+    max_new_tokens: int
+    """Generation limit (a constrained answer cut here is just unfinished)."""
+    seed: int
+    """Seed of this row's own random generator (its draws do not depend on its batch mates)."""
+    constraint: str | None = None
+    """Regex the answer must match (xgrammar dialect), or None."""
 
 
 @dataclass
@@ -101,6 +120,22 @@ class PolicyBackend(ABC):
         Returns:
             One list of ``n`` completions per prompt.
         """
+
+    def sample_requests(self, requests: Sequence[SampleRequest], temperature: float) -> list[Completion]:
+        """One completion per request, served as one batch where the backend can.
+
+        The default serves unconstrained requests one at a time through :meth:`sample`.
+
+        Raises:
+            NotImplementedError: If a request has a constraint this backend cannot apply.
+        """
+        out = []
+        for r in requests:
+            if r.constraint is not None:
+                raise NotImplementedError(f"{type(self).__name__} cannot decode under a constraint")
+            [[c]] = self.sample([list(r.prompt_ids)], 1, r.max_new_tokens, temperature, seed=r.seed)
+            out.append(c)
+        return out
 
     @abstractmethod
     def score(self, completions: Sequence[Completion], temperature: float) -> list[np.ndarray]:

@@ -4,6 +4,12 @@ Sampling runs a KV-cached loop over the ``n`` copies of one prompt at a time (eq
 so no padding enters the sampler), drawing from ``softmax(logits / T)`` and recording
 ``log_softmax(logits / T)`` of the drawn token. The learner scores right-padded batches with
 one full forward at the same temperature, so both sides compute the same quantity in fp32.
+
+:meth:`HFBackend.sample_requests` serves rows with their own prompts, seeds and regex
+constraints as one left-padded batch (``hf_sampling.py``). A constrained completion carries its
+regex; the learner replays its tokens through a fresh matcher of the same regex and masks the
+same logits before its ``log_softmax``, so importance ratios stay exact (a forced token has
+log-prob 0 on both sides and no gradient).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.rl.backends.base import Completion, PolicyBackend, UpdateStats
+from agents.rl.backends.base import Completion, PolicyBackend, SampleRequest, UpdateStats
+from agents.rl.backends.hf_sampling import sample_rows
+from agents.rl.constrain import Constrainer, constrainer_for
 from agents.rl.loss import LossConfig, kl_shaped_advantages, policy_loss
 from agents.rl.policy import LoadedPolicy
 
@@ -112,6 +120,20 @@ class HFBackend(PolicyBackend):
         self.adapter_version = 0
         forward = self.model.get_base_model().forward
         self._keeps_logits = "logits_to_keep" in inspect.signature(forward).parameters
+        # The mask width is the model's vocabulary (lm_head rows), which may exceed the tokenizer's.
+        base: Any = self.model.get_base_model()
+        self.vocab_size = int(base.get_output_embeddings().weight.shape[0])
+        self._constrainer: Constrainer | None = None
+
+    def constrainer(self) -> Constrainer:
+        """The xgrammar constrainer of this policy's tokenizer (built on first use).
+
+        Raises:
+            ImportError: If xgrammar is not installed.
+        """
+        if self._constrainer is None:
+            self._constrainer = constrainer_for(self.tokenizer, self.vocab_size)
+        return self._constrainer
 
     # ----------------------------------------------------------------- sampling
     @torch.no_grad()
@@ -127,6 +149,59 @@ class HFBackend(PolicyBackend):
             raise ValueError("n, max_new_tokens and temperature must be positive")
         gen = torch.Generator(device=self.device).manual_seed(seed)
         return [self._sample_one(list(p), n, max_new_tokens, temperature, gen) for p in prompts]
+
+    def sample_requests(self, requests: Sequence[SampleRequest], temperature: float) -> list[Completion]:
+        """One completion per request, sampled as one left-padded batch (see the module docstring).
+
+        Raises:
+            ValueError: If the temperature or a limit is not positive, or a prompt is empty.
+            agents.rl.constrain.ConstraintError: If a constraint does not compile.
+        """
+        if not temperature > 0 or any(r.max_new_tokens <= 0 for r in requests):
+            raise ValueError("temperature and max_new_tokens must be positive")
+        if not requests:
+            return []
+        matchers = [
+            None if r.constraint is None else self.constrainer().matcher(r.constraint) for r in requests
+        ]
+        gens = [torch.Generator(device=self.device).manual_seed(r.seed) for r in requests]
+        rows = sample_rows(
+            self.model,
+            [r.prompt_ids for r in requests],
+            [r.max_new_tokens for r in requests],
+            temperature,
+            gens,
+            matchers,
+            self.eos_id,
+            self.pad_id,
+            keep_one_logit=self._keeps_logits,
+        )
+        return [
+            Completion(
+                prompt_ids=tuple(r.prompt_ids),
+                token_ids=tuple(row.tokens),
+                logprobs=tuple(row.logprobs),
+                text=self.tokenizer.decode(row.tokens, skip_special_tokens=True),
+                finished=row.finished,
+                adapter_version=self.adapter_version,
+                constraint=r.constraint,
+            )
+            for r, row in zip(requests, rows, strict=True)
+        ]
+
+    def _allowed(self, batch: Sequence[Completion], width: int, vocab: int) -> torch.Tensor | None:
+        """Bool masks ``[B, T, V]`` of the constrained rows' tokens (None when no row is constrained)."""
+        if all(c.constraint is None for c in batch):
+            return None
+        allowed = torch.ones(len(batch), width, vocab, dtype=torch.bool)
+        for i, c in enumerate(batch):
+            if c.constraint is None or not c.token_ids:
+                continue
+            masks = self.constrainer().replay(c.constraint, c.token_ids)
+            v = min(vocab, masks.shape[1])
+            allowed[i, : len(c.token_ids), :v] = masks[:, :v]
+            allowed[i, : len(c.token_ids), v:] = False
+        return allowed.to(self.device)
 
     def _sample_one(
         self, prompt: list[int], n: int, max_new: int, temperature: float, gen: torch.Generator
@@ -180,10 +255,15 @@ class HFBackend(PolicyBackend):
             else:
                 logits = self.model(input_ids=ids, attention_mask=attn).logits
                 logits = logits.gather(1, idx[:, :, None].expand(-1, -1, logits.shape[-1]))
-        logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+        scaled = logits.float() / temperature
+        allowed = self._allowed(batch, width, scaled.shape[-1])
+        if allowed is not None:
+            scaled = scaled.masked_fill(~allowed, float("-inf"))  # the sampler's masks, replayed
+        logp_all = torch.log_softmax(scaled, dim=-1)
         logp = logp_all.gather(2, targets[:, :, None]).squeeze(2)
         with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            finite = logp_all if allowed is None else logp_all.masked_fill(~allowed, 0.0)  # no 0 * -inf
+            entropy = -(logp_all.exp() * finite).sum(-1)
         out = logp * mask
         ent = entropy * mask
         return out, ent, mask

@@ -12,7 +12,12 @@ so when it returns no request of an older version is in flight; versions older t
 Version 0 (the fresh adapter, B = 0) is served as the base model without a LoRA request.
 
 Sampling uses no top-p/top-k and no penalties, so the behaviour policy is exactly
-``softmax(logits / T)``. Written against vLLM's documented offline API; see
+``softmax(logits / T)``; a constrained request (:meth:`VLLMBackend.sample_requests`) passes its
+regex as ``SamplingParams(structured_outputs=StructuredOutputsParams(regex=...))`` with the
+engine's structured-output backend pinned to xgrammar, and vLLM applies the grammar bitmask to
+the logits in place before its sampler, so the processed log-probs are the masked
+``log_softmax(mask(logits) / T)`` the learner recomputes (``agents/rl/README.md``).
+Written against vLLM's documented offline API; see
 ``agents/rl/README.md`` for what the GPU tests cover and what is untested.
 """
 
@@ -26,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.rl.backends.base import Completion, PolicyBackend, UpdateStats
+from agents.rl.backends.base import Completion, PolicyBackend, SampleRequest, UpdateStats
 from agents.rl.backends.hf import HFBackend
 
 _RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -69,6 +74,7 @@ def engine_args(
     max_model_len: int,
     gpu_memory_utilization: float,
     bf16_supported: bool,
+    structured_outputs: bool = True,
 ) -> dict[str, Any]:
     """Keyword arguments of ``vllm.LLM`` for a LoRA-serving sampler.
 
@@ -76,8 +82,10 @@ def engine_args(
     ``lora/ops/triton_ops/lora_shrink_op.py`` asserts it), so the engine never runs in fp32:
     bf16 where the GPU has it (Ampere and later), else fp16. The learner stays fp32; the
     sampler/learner log-prob gap this leaves is what truncated importance sampling corrects.
+    ``structured_outputs`` pins the structured-output backend to xgrammar, the library the
+    learner replays constraints with (``auto`` could pick guidance or outlines).
     """
-    return {
+    args: dict[str, Any] = {
         "model": base_model,
         "enable_lora": True,
         "max_lora_rank": _lora_rank_slot(lora_rank),
@@ -87,6 +95,52 @@ def engine_args(
         "logprobs_mode": "processed_logprobs",
         "dtype": "bfloat16" if bf16_supported else "float16",
     }
+    if structured_outputs:
+        args["structured_outputs_config"] = {"backend": "xgrammar"}
+    return args
+
+
+def request_params(
+    n: int, temperature: float, max_tokens: int, seed: int, regex: str | None
+) -> dict[str, Any]:
+    """Keyword arguments of ``SamplingParams`` for one request (``structured_outputs`` as a dict).
+
+    No top-p/top-k and no penalties, so the behaviour policy is exactly ``softmax(mask(logits) / T)``.
+    """
+    kwargs: dict[str, Any] = {
+        "n": n,
+        "temperature": temperature,
+        "top_p": 1.0,
+        "top_k": -1,
+        "max_tokens": max_tokens,
+        "logprobs": 0,
+        "seed": seed,
+    }
+    if regex is not None:
+        kwargs["structured_outputs"] = {"regex": regex}
+    return kwargs
+
+
+def sampling_params(kwargs: dict[str, Any]) -> Any:
+    """``vllm.SamplingParams`` from :func:`request_params` output.
+
+    Raises:
+        VLLMUnavailableError: If a constraint is asked of a vLLM without ``StructuredOutputsParams``.
+    """
+    from vllm import SamplingParams
+
+    kwargs = dict(kwargs)
+    structured = kwargs.pop("structured_outputs", None)
+    if structured is not None:
+        try:
+            from vllm.sampling_params import StructuredOutputsParams
+        except ImportError as e:
+            raise VLLMUnavailableError(
+                f"constrained decoding needs vLLM's StructuredOutputsParams ({e}); upgrade vLLM or set "
+                "constrained_decoding = false"
+            ) from e
+        kwargs["structured_outputs"] = StructuredOutputsParams(**structured)
+    return SamplingParams(**kwargs)
 
 
 def _lora_rank_slot(r: int) -> int:
@@ -99,6 +153,11 @@ def _lora_rank_slot(r: int) -> int:
         if r <= slot:
             return slot
     raise ValueError(f"LoRA rank {r} exceeds vLLM's largest max_lora_rank {_RANK_SLOTS[-1]}")
+
+
+def _check_temperature(temperature: float) -> None:
+    if temperature > MAX_TEMPERATURE:
+        raise ValueError(f"vLLM samples at temperature <= {MAX_TEMPERATURE}, got {temperature}")
 
 
 class VLLMUnavailableError(RuntimeError):
@@ -154,10 +213,12 @@ class VLLMBackend(PolicyBackend):
         self.prefix = prefix
         if llm is None:
             import torch
+            from vllm import sampling_params as sp
 
             args = engine_args(
                 base_model, learner.lora.r, keep_versions, max_model_len, gpu_memory_utilization,
                 bf16_supported=bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()),
+                structured_outputs=hasattr(sp, "StructuredOutputsParams"),
             )  # fmt: skip
             llm = LLM(**args)
         self.llm = llm
@@ -204,27 +265,47 @@ class VLLMBackend(PolicyBackend):
             ValueError: If an argument is not positive, the temperature exceeds vLLM's limit of 2,
                 or vLLM returns no log-prob for a token.
         """
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
         if n <= 0 or max_new_tokens <= 0 or not temperature > 0:
             raise ValueError("n, max_new_tokens and temperature must be positive")
-        if temperature > MAX_TEMPERATURE:
-            raise ValueError(f"vLLM samples at temperature <= {MAX_TEMPERATURE}, got {temperature}")
-        params = SamplingParams(
-            n=n,
-            temperature=temperature,
-            top_p=1.0,
-            top_k=-1,
-            max_tokens=max_new_tokens,
-            logprobs=0,
-            seed=seed,
+        _check_temperature(temperature)
+        params = sampling_params(request_params(n, temperature, max_new_tokens, seed, None))
+        return self._generate(prompts, [params] * len(prompts), temperature, [None] * len(prompts))
+
+    def sample_requests(self, requests: Sequence[SampleRequest], temperature: float) -> list[Completion]:
+        """One completion per request in one ``generate`` call (own seed, limit and regex each).
+
+        Raises:
+            ValueError: If the temperature or a limit is not positive or above vLLM's limit.
+            VLLMUnavailableError: If a constraint is asked of a vLLM without structured outputs.
+        """
+        if not temperature > 0 or any(r.max_new_tokens <= 0 for r in requests):
+            raise ValueError("temperature and max_new_tokens must be positive")
+        _check_temperature(temperature)
+        if not requests:
+            return []
+        params = [
+            sampling_params(request_params(1, temperature, r.max_new_tokens, r.seed, r.constraint))
+            for r in requests
+        ]
+        groups = self._generate(
+            [r.prompt_ids for r in requests], params, temperature, [r.constraint for r in requests]
         )
+        return [g[0] for g in groups]
+
+    def _generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: list[Any],
+        temperature: float,
+        constraints: Sequence[str | None],
+    ) -> list[list[Completion]]:
+        from vllm.inputs import TokensPrompt
+
         inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         outputs = self.llm.generate(inputs, params, lora_request=self.lora_request(), use_tqdm=False)
         self._retire()  # generate() has returned: every request of older versions has drained
         groups: list[list[Completion]] = []
-        for prompt, out in zip(prompts, outputs, strict=True):
+        for prompt, out, constraint in zip(prompts, outputs, constraints, strict=True):
             group = []
             for o in out.outputs:
                 ids = [int(t) for t in o.token_ids]
@@ -235,6 +316,7 @@ class VLLMBackend(PolicyBackend):
                     Completion(
                         prompt_ids=tuple(int(t) for t in prompt), token_ids=tuple(ids), logprobs=tuple(lps),
                         text=o.text, finished=o.finish_reason == "stop", adapter_version=self.adapter_version,
+                        constraint=constraint,
                     )
                 )  # fmt: skip
             groups.append(group)

@@ -26,6 +26,10 @@ BUDGET_KNOBS = {
     "max_prompt_tokens": 128,
     "backtracking": False,
     "skip_repeats": False,  # converging on the best arm repeats hypotheses; that is the point here
+    # The arms are the answer's first characters; on the byte-level policy a 16-token answer cannot
+    # finish a format (``Idea ID: 1\nHypothesis: `` alone is 23 bytes), so this instrument decodes free.
+    "constrained_decoding": False,
+    "batch_policy_calls": False,
 }
 MARGIN = 0.5
 """Required rise of the mean step reward (on 0..5) from the first to the last quarter of the steps."""

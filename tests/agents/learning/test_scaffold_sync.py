@@ -30,7 +30,7 @@ def make(agent: str, **overrides):
 
 def test_all_failure_group_is_skipped_and_logged(run_agent, caplog) -> None:
     # strict parsing: a random model never follows the answer format, so every iteration fails (R = -1)
-    ag = make("pacevolve++", lenient_parsing=False, max_empty_steps=3)
+    ag = make("pacevolve++", lenient_parsing=False, constrained_decoding=False, max_empty_steps=3)
     with caplog.at_level(logging.INFO):
         out, run_dir = run_agent(ag, "selftest-bandit", max_evaluations=20)
     train = pd.read_parquet(run_dir / "train.parquet")

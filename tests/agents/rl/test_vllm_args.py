@@ -61,3 +61,43 @@ def test_gpu_extra_floor_matches_backend():
     ]["gpu"]
     floor = ".".join(map(str, MIN_VLLM))
     assert f"vllm>={floor}" in extra
+
+
+# ---- structured outputs (constrained decoding), checked against vLLM 0.33.0's source ----------------
+def _api() -> dict[str, list[str]]:
+    import json
+
+    from tests.agents.rl.vllm_api import FIXTURE
+
+    return json.loads(FIXTURE.read_text())
+
+
+@pytest.mark.parametrize("regex", [None, "Repeat: (yes|no)"])
+def test_sampling_params_kwargs_exist_in_vllm(regex):
+    from agents.rl.backends.vllm import request_params
+
+    api = _api()
+    kwargs = request_params(1, 0.9, 64, 7, regex)
+    assert set(kwargs) <= set(api["SamplingParams"])
+    assert kwargs["top_p"] == 1.0 and kwargs["top_k"] == -1 and kwargs["seed"] == 7
+    if regex is None:
+        assert "structured_outputs" not in kwargs
+    else:
+        assert kwargs["structured_outputs"] == {"regex": regex}
+        assert set(kwargs["structured_outputs"]) <= set(api["StructuredOutputsParams"])
+
+
+def test_engine_pins_xgrammar_and_processed_logprobs():
+    api = _api()
+    args = engine_args("m", 8, 2, 256, 0.3, bf16_supported=True)
+    assert args["structured_outputs_config"] == {"backend": "xgrammar"}
+    assert set(args) <= set(api["LLM.__init__"]) | set(api["EngineArgs"])
+    assert "structured_outputs_config" not in engine_args("m", 8, 2, 256, 0.3, True, structured_outputs=False)
+
+
+def test_fixture_matches_the_wheel_when_present():
+    from tests.agents.rl.vllm_api import WHEEL, extract
+
+    if not WHEEL.is_file():
+        pytest.skip(f"the pinned vLLM wheel is not at {WHEEL}")
+    assert extract(WHEEL) == _api()
