@@ -377,7 +377,9 @@ class HFBackend(PolicyBackend):
     # ----------------------------------------------------------------- versions and state
     def export_adapter(self, path: Path) -> None:
         """Write the adapter as a PEFT directory (``adapter_config.json`` + safetensors)."""
-        self.model.save_pretrained(str(path))
+        # the base weights never change (no resized vocabulary): with LoRA on a tied lm_head, peft
+        # would otherwise save the whole embedding matrix (113 MB for SmolLM2) in every checkpoint
+        self.model.save_pretrained(str(path), save_embedding_layers=False)
 
     def load_adapter(self, path: Path, version: int) -> None:
         """Load adapter weights from a PEFT directory.

