@@ -14,8 +14,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from agents.pacevolve.threads import run_on_threads
 from agents.rl.backends.base import Completion, SampleRequest
 
 T = TypeVar("T")
@@ -117,27 +118,5 @@ def run_all(fn: Callable[[T], R], items: Sequence[T], key: Callable[[T], int], l
     Raises:
         BaseException: The first exception by item order, after all threads finished.
     """
-    results: list[Any] = [None] * len(items)
-    errors: list[BaseException | None] = [None] * len(items)
-
-    def work(i: int, x: T) -> None:
-        try:
-            results[i] = fn(x)
-        except BaseException as e:  # re-raised in the calling thread below
-            errors[i] = e
-        finally:
-            lockstep.leave(key(x))
-
     with lockstep.session([key(x) for x in items]):
-        threads = [
-            threading.Thread(target=work, args=(i, x), name=f"lockstep-{key(x)}", daemon=True)
-            for i, x in enumerate(items)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
+        return run_on_threads(fn, items, name="lockstep", after=lambda x: lockstep.leave(key(x)))

@@ -35,6 +35,7 @@ from .momentum import Momentum
 from .roles import Advisor, Implementer, Summariser
 from .state import IslandState, SearchState
 from .telemetry import EVENTS_STEM, ITERATIONS_STEM, EventRow, IterationRow, StepObserver, events_of
+from .threads import run_on_threads
 
 FLUSH_EVERY_S = 10.0
 """Minimum seconds between Parquet snapshots of the ledger and the telemetry during a run."""
@@ -271,29 +272,7 @@ class PACEvolveAgent(Agent):
         workers = self.cfg.llm_concurrency or len(items)
         if workers <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
-        results: list[Any] = [None] * len(items)
-        errors: list[BaseException | None] = [None] * len(items)
-        slots = threading.Semaphore(workers)
-
-        def work(i: int, x: Any) -> None:
-            with slots:
-                try:
-                    results[i] = fn(x)
-                except BaseException as e:  # re-raised in the calling thread below
-                    errors[i] = e
-
-        threads = [
-            threading.Thread(target=work, args=(i, x), name=f"pacevolve-{i}", daemon=True)
-            for i, x in enumerate(items)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for e in errors:
-            if e is not None:
-                raise e
-        return results
+        return run_on_threads(fn, items, name="pacevolve", workers=workers)
 
     def _step(self, ctx: AgentContext, state: SearchState, engine: IslandEngine) -> list[IterationRow]:
         state.step += 1
