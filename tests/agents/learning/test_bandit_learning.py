@@ -14,7 +14,6 @@ not. pacevolve++'s trained-vs-frozen comparison over seeds is ``test_learning_pr
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -51,8 +50,7 @@ def quarters(train: pd.DataFrame) -> tuple[float, float]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "agent",
-    [
-        "pacevolve++",
+    [  # pacevolve++: test_learning_proof.py compares it with its frozen self over six seeds
         "thetaevolve",
         "ttt-discover",
         pytest.param("maxk", marks=pytest.mark.xfail(strict=True, reason=_MAXK)),
@@ -72,9 +70,6 @@ def test_trained_advisor_beats_the_frozen_best_at_default_settings(run_agent, ag
     print(f"{agent}: best {out.info.best_score}, reward first quarter {first:.3f}, last quarter {last:.3f}")
     assert out.info.best_score is not None and out.info.best_score > FROZEN_BEST, out.info.best_score
     assert train["adapter_version"].iloc[-1] > 0
-    if agent == "pacevolve++":  # alpha follows its linear schedule 0 -> 1 over the planned steps
-        expected = np.minimum(1.0, np.arange(len(train)) / (STEPS - 1))
-        np.testing.assert_allclose(train["alpha"], expected, atol=1e-12)
     calls = pd.read_parquet(run_dir / "llm_calls.parquet")
     assert (calls["kind"] == "trainable policy").sum() >= STEPS * ISLANDS * 3
     summary = out.info.agent_summary

@@ -34,7 +34,7 @@ def _proof() -> types.ModuleType:
 def test_trained_advisor_beats_its_frozen_self_in_bench_compare(tmp_path: Path) -> None:
     proof = _proof()
     args = proof.parser().parse_args(
-        ["--presets", "pacevolve++", "--seeds", str(SEEDS), "--max-evaluations", "97", "--resamples", "2000"]
+        ["--presets", "pacevolve++", "--seeds", str(SEEDS), "--max-evaluations", "129", "--resamples", "2000"]
     )
     assert isinstance(args, argparse.Namespace)
     report = proof.prove(args, tmp_path)["pacevolve++"]
