@@ -189,10 +189,11 @@ class HFBackend(PolicyBackend):
             for r, row in zip(requests, rows, strict=True)
         ]
 
-    def _allowed(self, batch: Sequence[Completion], width: int, vocab: int) -> torch.Tensor | None:
+    def _allowed(self, batch: Sequence[Completion]) -> torch.Tensor | None:
         """Bool masks ``[B, T, V]`` of the constrained rows' tokens (None when no row is constrained)."""
         if all(c.constraint is None for c in batch):
             return None
+        width, vocab = max(len(c.token_ids) for c in batch), self.vocab_size
         allowed = torch.ones(len(batch), width, vocab, dtype=torch.bool)
         for i, c in enumerate(batch):
             if c.constraint is None or not c.token_ids:
@@ -225,9 +226,16 @@ class HFBackend(PolicyBackend):
 
     # ----------------------------------------------------------------- learner
     def _forward(
-        self, batch: Sequence[Completion], temperature: float, adapter: bool = True
+        self,
+        batch: Sequence[Completion],
+        temperature: float,
+        allowed: torch.Tensor | None,
+        adapter: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Per-token log-probs ``[B, T]``, entropies ``[B, T]`` and policy mask for a micro-batch."""
+        """Per-token log-probs ``[B, T]``, entropies ``[B, T]`` and policy mask for a micro-batch.
+
+        ``allowed`` is :meth:`_allowed` of the same batch (the sampler's grammar masks, replayed).
+        """
         rows = [list(c.prompt_ids) + list(c.token_ids) for c in batch]
         ids = _pad(rows, self.pad_id).to(self.device)
         attn = torch.zeros_like(ids)
@@ -256,7 +264,6 @@ class HFBackend(PolicyBackend):
                 logits = self.model(input_ids=ids, attention_mask=attn).logits
                 logits = logits.gather(1, idx[:, :, None].expand(-1, -1, logits.shape[-1]))
         scaled = logits.float() / temperature
-        allowed = self._allowed(batch, width, scaled.shape[-1])
         if allowed is not None:
             scaled = scaled.masked_fill(~allowed, float("-inf"))  # the sampler's masks, replayed
         logp_all = torch.log_softmax(scaled, dim=-1)
@@ -274,7 +281,7 @@ class HFBackend(PolicyBackend):
         with torch.no_grad():
             for start in range(0, len(completions), self.optim.micro_batch):
                 mb = [c for c in completions[start : start + self.optim.micro_batch]]
-                logp, _, _ = self._forward(mb, temperature)
+                logp, _, _ = self._forward(mb, temperature, self._allowed(mb))
                 for i, c in enumerate(mb):
                     result.append(logp[i, : len(c.token_ids)].cpu().numpy().astype(np.float64))
         return result
@@ -301,10 +308,12 @@ class HFBackend(PolicyBackend):
         base_cache: list[torch.Tensor] = []
         shaped_cache: list[torch.Tensor] = []
         mbs = [items[s : s + self.optim.micro_batch] for s in range(0, len(items), self.optim.micro_batch)]
+        grammar = [self._allowed([c for c, _ in mb]) for mb in mbs]  # replayed once, used by both passes
         if need_base:
             with torch.no_grad():
-                for mb in mbs:
-                    base_cache.append(self._forward([c for c, _ in mb], temperature, adapter=False)[0])
+                for mb, allowed in zip(mbs, grammar, strict=True):
+                    base = self._forward([c for c, _ in mb], temperature, allowed, adapter=False)
+                    base_cache.append(base[0])
         # Token advantages (and TTT shaping, centred on the whole batch's mean d).
         tok_adv = []
         samp = []
@@ -337,7 +346,7 @@ class HFBackend(PolicyBackend):
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = ent_sum = clip_sum = kl_sum = gap_sum = 0.0
         for j, mb in enumerate(mbs):
-            logp, ent, mask = self._forward([c for c, _ in mb], temperature)
+            logp, ent, mask = self._forward([c for c, _ in mb], temperature, grammar[j])
             terms = policy_loss(
                 logp,
                 samp[j],

@@ -47,8 +47,11 @@ def sample_rows(
     """Sample every row until EOS or its own limit (see the module docstring).
 
     Raises:
-        ValueError: If a prompt is empty or the per-row sequences differ in length.
+        ValueError: If the temperature is not positive, a prompt is empty or the per-row sequences
+            differ in length.
     """
+    if not temperature > 0:
+        raise ValueError("temperature must be positive")
     n = len(prompts)
     if not (len(max_new) == len(generators) == len(matchers) == n):
         raise ValueError("one limit, generator and matcher per prompt")
@@ -72,7 +75,7 @@ def sample_rows(
     for _ in range(max(max_new, default=0)):
         if not any(active):
             break
-        scaled = logits / temperature if temperature > 0 else logits.clone()
+        scaled = logits / temperature
         for i, m in enumerate(matchers):
             if m is not None and active[i]:
                 allowed = m.allowed().to(device)
@@ -85,10 +88,7 @@ def sample_rows(
         for i in range(n):
             if not active[i]:
                 continue
-            if temperature > 0:
-                tok = int(torch.multinomial(logp[i].exp(), 1, generator=generators[i]))
-            else:
-                tok = int(logp[i].argmax())
+            tok = int(torch.multinomial(logp[i].exp(), 1, generator=generators[i]))
             nxt[i] = tok
             r = rows[i]
             r.tokens.append(tok)

@@ -69,11 +69,11 @@ def test_forced_tokens_have_zero_logprob_and_no_gradient(make_backend):
         assert all(lp == 0.0 for lp in c.logprobs[:8])
         assert c.logprobs[8] < 0.0
         assert all(lp == 0.0 for lp in c.logprobs[9:])
-    logp, ent, _ = b._forward(comps, 1.0)
+    logp, ent, _ = b._forward(comps, 1.0, b._allowed(comps))
     assert torch.all(logp[:, :8] == 0.0)
     assert torch.isfinite(ent).all()
     b.model.zero_grad()
-    logp, _, mask = b._forward(comps[:1], 1.0)
+    logp, _, mask = b._forward(comps[:1], 1.0, b._allowed(comps[:1]))
     logp[0, :8].sum().backward()  # only forced tokens: nothing to learn from them
     grads = [p.grad for p in b.params if p.grad is not None]
     assert grads and all(float(g.abs().max()) == 0.0 for g in grads)
