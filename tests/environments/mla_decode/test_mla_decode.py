@@ -13,6 +13,7 @@ from environments.mla_decode.scorer import CACHE_INDEX, MLAScorer, MLATask
 from harness.envs.registry import default_registry
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.evaluation.result import Status
+from harness.kernels.checks import TensorOut
 from harness.kernels.evaluate import Case
 from harness.sandbox.local import LocalBackend
 from harness.scoring.device import OVERRIDE_ENV
@@ -85,7 +86,6 @@ def test_inputs_reproducible_and_the_cache_is_the_mutable_input() -> None:
 
 
 def test_check_rejects_a_stale_cache_and_a_wrong_output() -> None:
-    from harness.kernels.checks import TensorOut
 
     task = MLATask(TINY, "cpu", 2e-2, 8e-3)
     case = Case("t", 1, {"prefill": 5})
@@ -122,3 +122,31 @@ def test_tiny_variant_scores_the_initial_program_in_the_sandbox() -> None:
         res = b.evaluate(v, v.initial_program)
     assert res.status is Status.OK, res.reason
     assert res.score is not None and res.score > 0 and res.metrics["timing_cpu"] == 1.0
+
+
+MARGIN = 0.8
+"""The honest initial program must stay within this fraction of the tolerance on the tiny variant."""
+
+
+def test_tiny_cases_leave_the_honest_initial_program_a_margin_to_the_tolerance() -> None:
+    """Every call draws fresh inputs, so an honest program that sometimes grazes the tolerance fails
+    evaluations at random (version 1.0.0's prefills 8-63 did, on about 1 call in 1,000). Over 200
+    fixed seeds per case, the absorbed initial program passes the scorer's own check at 0.8 of the
+    tolerance (measured worst: 0.65 over 6,000 calls)."""
+    import importlib.util
+
+    v = default_registry().get("mla-decode-tiny")
+    cfg = MLAConfig(**v.scorer_params["model"])
+    p = v.scorer_params
+    task = MLATask(cfg, "cpu", MARGIN * float(p["rtol"]), MARGIN * float(p["atol"]))
+    spec = importlib.util.spec_from_file_location("mla_initial", v.family_dir / "initial_program.py")
+    assert spec is not None and spec.loader is not None
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    for raw in [*p["tests"], *p["benchmarks"]]:
+        case = Case(f"prefill{raw['prefill']}", 0, {"prefill": raw["prefill"]})
+        for seed in range(200):
+            args = generate(cfg, int(raw["prefill"]), seed, "cpu")
+            honest = [args[0], args[1].clone(), {**args[2], "data": args[2]["data"].clone()}]
+            out, cache = program.custom_kernel(tuple(honest))
+            task.check(case, args, [TensorOut.of(out), TensorOut.of(cache)])
