@@ -11,8 +11,8 @@ The policy's CPU threads are fixed by the preset (``policy_threads``) and record
 
 Run (minutes):
   nice -n 15 python benchmarks/bench_learning_proof.py                       # bandit, every preset
-  nice -n 15 python benchmarks/bench_learning_proof.py --env llm-sr-tiny --no-fast --seeds 6 \\
-      --implementer-model offline/exact --max-evaluations 41    # a real tiny environment
+  nice -n 15 python benchmarks/bench_learning_proof.py --env llm-sr-phys-osc1-tiny --no-fast \\
+      --seeds 8 --implementer-model offline/exact --max-evaluations 81   # a real tiny environment
 """
 
 from __future__ import annotations

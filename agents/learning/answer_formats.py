@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from agents.pacevolve.roles import IslandView
-from harness.llm.offline.vocabulary import Entry, vocabulary
+from harness.llm.offline.vocabulary import Entry
 from harness.program import ProgramFormatError, parse_program
 
 _SPECIAL = set("\\.^$|?*+()[]{}")
@@ -62,9 +62,7 @@ def _ids(ids: Iterable[int]) -> str:
 
 def edit_names(entries: Sequence[Entry]) -> str | None:
     """``edit <name> <n>`` over the vocabulary's entries and option numbers (None when empty)."""
-    names = [
-        f"{escape(e.name)} {_alt(str(n) for n in range(1, len(e.options) + 1))}" for e in entries if e.options
-    ]
+    names = [f"{escape(e.name)} {_alt(str(o.number) for o in e.options)}" for e in entries if e.options]
     return f"edit {_alt(names)}" if names else None
 
 
@@ -76,8 +74,8 @@ def hypothesis(edit: str | None) -> str:
 
 
 def view_edits(view: IslandView) -> str | None:
-    """The ``edit <name> <n>`` regex of the vocabulary this view's prompt shows (None when empty)."""
-    return edit_names(vocabulary(view.program, view.task.language.value, view.task.mutations))
+    """The ``edit <name> <n>`` regex of the edits this view's prompt shows (None when none)."""
+    return edit_names(view.edits()[0])
 
 
 def idea_generation(edit: str | None) -> str:

@@ -122,6 +122,7 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
             st.step += 1
             parents = archive.select(cfg.states_per_step, allow_repeats=True)
             drafts: list[tuple[int, str, str | None]] = []  # (group, parent sha, program)
+            known = frozenset(st.known)
             for g, parent in enumerate(parents):
                 for j in range(cfg.group_size):
                     idx = g * cfg.group_size + j
@@ -129,7 +130,7 @@ def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
                     view = IslandView(
                         task=ctx.task, island=idx, step=st.step, seed=derive_seed(st.base_seed, st.step, idx),
                         program=st.programs[parent], program_score=score, best_score=score,
-                        ideas=(idea,), pruned=(), log=(),
+                        ideas=(idea,), pruned=(), log=(), known=known,
                     )  # fmt: skip
                     try:
                         sel = (

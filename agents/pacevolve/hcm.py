@@ -19,8 +19,8 @@ recently relevant entry (pruned longest ago and not matched by a proposal since)
 from __future__ import annotations
 
 import math
-import re
 
+from harness.llm.offline.vocabulary import hypothesis_key
 from harness.runner.context import TaskSpec
 
 from .roles import Classification, Summary
@@ -41,7 +41,7 @@ def fmt_score(score: float | None) -> str:
 
 def normalize(text: str) -> str:
     """Lower-cased words only: the key for exact-repeat checks against the global log."""
-    return " ".join(re.findall(r"[a-z0-9_]+", text.lower()))
+    return hypothesis_key(text)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -124,6 +124,10 @@ class IslandEngine:
             log=tuple(shown),
             log_total=total,
             pruned_evicted=isl.pruned_evicted,
+            tried=frozenset(hcm.normalize(e.hypothesis) for e in isl.log)
+            if self.cfg.skip_repeats
+            else frozenset(),
+            known=frozenset(self.state.known),
         )
 
     # -- before evaluation ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from string import Template
 
 from harness.llm import Message
 from harness.llm.offline import fenced
-from harness.llm.offline.vocabulary import render_vocabulary, vocabulary
+from harness.llm.offline.vocabulary import render_vocabulary
 
 from .hcm import fmt_score, render_log, render_pool, render_pruned
 from .roles import IslandView, Selection
@@ -67,7 +67,7 @@ def _common(view: IslandView) -> dict[str, object]:
         "signature": task.signature,
         # The environment's mutation operators as numbered edits of this program: an advisor may
         # name one (`edit <name> <n>`), which the offline exact implementer applies as written.
-        "edit_vocabulary": render_vocabulary(vocabulary(view.program, task.language.value, task.mutations)),
+        "edit_vocabulary": render_vocabulary(*view.edits()),
     }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from harness.llm.offline.vocabulary import Entry, untried, vocabulary
 from harness.runner.context import TaskSpec
 
 from .state import Idea, LogEntry, PrunedIdea
@@ -63,6 +64,21 @@ class IslandView:
     """Length of the whole context log (``log`` may show only its end)."""
     pruned_evicted: int = 0
     """Pruned ideas evicted from the failure memory (no longer in ``pruned``)."""
+    tried: frozenset[str] = frozenset()
+    """Normalised hypotheses of the island's whole log (the keys of the ``skip_repeats`` filter)."""
+    known: frozenset[str] = frozenset()
+    """sha256 of every program evaluated in the run so far."""
+
+    def edits(self) -> tuple[list[Entry], int]:
+        """The numbered edits offered for ``program``, and how many were left out.
+
+        Left out are the edits the search would waste: one whose ``edit <name> <n>`` is in
+        ``tried`` (the repeat filter would skip it) or whose program is in ``known``. The prompt
+        shows these entries and a constrained advisor can name only them.
+        """
+        full = vocabulary(self.program, self.task.language.value, self.task.mutations)
+        offered = untried(full, self.program, self.tried, self.known)
+        return offered, sum(len(e.options) for e in full) - sum(len(e.options) for e in offered)
 
     def idea(self, idea_id: int) -> Idea | None:
         """The pool idea with this id, if any."""

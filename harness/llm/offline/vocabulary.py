@@ -19,9 +19,10 @@ Entries:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 
+from harness.evaluation.result import program_sha256
 from harness.program import ProgramFormatError, parse_program
 from harness.program.lexer import scan
 from harness.program.mutate import ReplaceSnippet
@@ -49,6 +50,8 @@ class Option:
     """Replacement text."""
     shown: str
     """What the prompt says the option does."""
+    number: int = 0
+    """Its number in its entry (``edit <name> <number>``; from 1, kept when others are left out)."""
 
 
 @dataclass(frozen=True)
@@ -153,18 +156,62 @@ def vocabulary(program: str, language: str, operators: Sequence[object]) -> list
                 seen.add(out)
                 kept.append(o)
         if kept:
-            unique.append(Entry(entry.name, tuple(kept)))
+            unique.append(Entry(entry.name, tuple(replace(o, number=n) for n, o in enumerate(kept, start=1))))
     return unique
 
 
-def render_vocabulary(entries: Sequence[Entry]) -> str:
-    """The vocabulary as the advisor's prompt shows it (one line per option)."""
-    if not entries:
-        return "(no numbered edits apply to this program)"
-    lines = ["Name at most one edit in the hypothesis as `edit <name> <n>`, e.g. `edit scale-literal 1`:"]
+def untried(
+    entries: Sequence[Entry], program: str, tried: Collection[str], known: Collection[str]
+) -> list[Entry]:
+    """The entries without the options a search would waste: already tried, or known programs.
+
+    An option is left out when ``edit <name> <n>`` (as :func:`hypothesis_key` normalises it) is in
+    ``tried``, or when the program it writes has a sha256 in ``known``. The other options keep
+    their numbers, so :func:`apply_named_edit` on the full vocabulary applies what was offered.
+
+    Args:
+        entries: The vocabulary of ``program`` (:func:`vocabulary`).
+        program: The program the entries edit.
+        tried: Normalised hypotheses already tried (e.g. an island's log).
+        known: sha256 (hex) of programs already evaluated.
+
+    Returns:
+        The entries that keep at least one option, in their order.
+    """
+    out: list[Entry] = []
     for entry in entries:
-        for n, option in enumerate(entry.options, start=1):
-            lines.append(f"- edit {entry.name} {n}: {option.shown}")
+        kept = tuple(
+            o
+            for o in entry.options
+            if hypothesis_key(f"edit {entry.name} {o.number}") not in tried
+            and program_sha256(program[: o.start] + o.new + program[o.end :]) not in known
+        )
+        if kept:
+            out.append(Entry(entry.name, kept))
+    return out
+
+
+def hypothesis_key(text: str) -> str:
+    """Lower-cased words only: the key under which two hypotheses count as the same experiment."""
+    return " ".join(re.findall(r"[a-z0-9_]+", text.lower()))
+
+
+def render_vocabulary(entries: Sequence[Entry], left_out: int = 0) -> str:
+    """The vocabulary as the advisor's prompt shows it (one line per option).
+
+    Args:
+        entries: The options to show.
+        left_out: How many options were left out as already tried (said in the text when > 0).
+    """
+    note = f" ({left_out} already tried here are not listed)" if left_out else ""
+    if not entries:
+        return f"(no numbered edits apply to this program{note})"
+    lines = [
+        f"Name at most one edit in the hypothesis as `edit <name> <n>`, e.g. `edit scale-literal 1`{note}:"
+    ]
+    for entry in entries:
+        for option in entry.options:
+            lines.append(f"- edit {entry.name} {option.number}: {option.shown}")
     return "\n".join(lines)
 
 

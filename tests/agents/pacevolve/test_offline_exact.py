@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import re
 from typing import Any
 
 import pytest
@@ -10,14 +12,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agents.pacevolve  # noqa: F401 - registers offline/exact
+from agents.learning.answer_formats import view_edits
 from agents.pacevolve import prompting
 from agents.pacevolve.offline_exact import respond
 from agents.pacevolve.parsing import parse_edit
 from agents.pacevolve.roles import IslandView, Selection
 from agents.pacevolve.state import Idea
 from harness.envs.registry import default_registry
+from harness.evaluation.result import program_sha256
 from harness.llm.offline import parse_offline_prompt, register_operators
-from harness.llm.offline.vocabulary import apply_named_edit, render_vocabulary, vocabulary
+from harness.llm.offline.vocabulary import (
+    apply_named_edit,
+    hypothesis_key,
+    render_vocabulary,
+    untried,
+    vocabulary,
+)
 from harness.runner.runner import task_spec
 
 
@@ -97,3 +107,51 @@ def test_text_without_an_edit_name_never_edits(text: str) -> None:
         return
     out = apply_named_edit(view.program, "python", view.task.mutations, text)
     assert out.program is None and out.reason
+
+
+def _options(entries: list[Any]) -> list[tuple[str, int]]:
+    return [(e.name, o.number) for e in entries for o in e.options]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_untried_leaves_out_exactly_the_tried_and_known_and_keeps_numbers(data: st.DataObject) -> None:
+    view = _view("eplb-tiny")
+    lang, ops = view.task.language.value, view.task.mutations
+    full = vocabulary(view.program, lang, ops)
+    every = _options(full)
+    tried_opts = data.draw(st.sets(st.sampled_from(every)))
+    known_opts = data.draw(st.sets(st.sampled_from(every)))
+    programs = {(n, k): apply_named_edit(view.program, lang, ops, f"edit {n} {k}").program for n, k in every}
+    tried = {hypothesis_key(f"edit {n} {k}") for n, k in tried_opts}
+    known = {program_sha256(programs[o] or "") for o in known_opts}
+    offered = untried(full, view.program, tried, known)
+    assert set(_options(offered)) == set(every) - tried_opts - known_opts
+    for entry in offered:
+        for option in entry.options:  # the number offered is the number the implementer applies
+            out = view.program[: option.start] + option.new + view.program[option.end :]
+            assert programs[(entry.name, option.number)] == out
+
+
+def test_the_view_offers_untried_edits_in_prompt_and_grammar() -> None:
+    """A repeat the filter would skip, or a program already evaluated, is neither shown nor decodable."""
+    view = _view("eplb-tiny")
+    lang, ops = view.task.language.value, view.task.mutations
+    again = apply_named_edit(view.program, lang, ops, "edit packing-order 2").program
+    assert again is not None
+    view = dataclasses.replace(
+        view,
+        tried=frozenset({hypothesis_key("edit swap-comparison 1")}),
+        known=frozenset({program_sha256(again)}),
+    )
+    offered, left_out = view.edits()
+    assert left_out == 2
+    names = _options(offered)
+    assert ("swap-comparison", 1) not in names and ("packing-order", 2) not in names
+    assert ("packing-order", 1) in names and ("swap-comparison", 2) in names
+    prompt = prompting.idea_selection(view)[-1]["content"]
+    assert "edit packing-order 1:" in prompt and "edit packing-order 2:" not in prompt
+    assert "2 already tried here are not listed" in prompt
+    grammar = re.compile(view_edits(view) or "")
+    assert grammar.fullmatch("edit packing-order 1") and grammar.fullmatch("edit swap-comparison 2")
+    assert not grammar.fullmatch("edit packing-order 2") and not grammar.fullmatch("edit swap-comparison 1")
