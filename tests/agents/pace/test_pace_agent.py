@@ -90,10 +90,12 @@ def test_saturated_round_goes_slow_and_the_gate_accepts_then_rolls_back(ctx_fact
     events = list(t["event"])
     assert events[:2] == ["prompt_round", "saturation"] and bool(t["saturated"].iloc[1])
     gates = t[t["event"] == "gate"]
-    reached = gates[gates["subset"] != ""]  # the others had no scored candidate under C'
+    # The others had no scored candidate under C', or the budget ended before their evaluations.
+    reached = gates[(gates["subset"] != "") & gates["u_new"].notna()]
     assert len(reached) >= 1 and reached["accepted"].all()  # subset: candidate 1.0 vs incumbent 0.0
     assert all(s is not None and s.size >= 1 for s in ctx.subsets)
-    assert set(reached["subset"]) == {f"{s.seed}-{s.size}" for s in ctx.subsets if s is not None}
+    drawn = {f"{s.seed}-{s.size}" for s in ctx.subsets if s is not None}
+    assert set(reached["subset"]) <= drawn == set(gates[gates["subset"] != ""]["subset"])
     assert "rollback" in events and "commit" not in events  # the later full evaluation dropped to 0
     summary = agent.run_summary()
     assert summary["rollbacks"] == summary["gate_accepted"] >= 1
