@@ -310,3 +310,23 @@ def test_eviction_order_prefers_recent_relevance_then_more_evidence(task: TaskSp
     assert [p.id for p in isl.pruned] == [1, 4] and isl.pruned_evicted == 2
     assert hcm.evict_abandoned(isl, 2) == []
     assert hcm.evict_abandoned(isl, 0) == [4, 1] and isl.pruned == []
+
+
+def test_the_view_carries_the_repeat_filters_keys_and_the_known_programs(task: TaskSpec) -> None:
+    """What the edit vocabulary leaves out (``IslandView.edits``) comes from the whole global log."""
+    state = make_state(task)
+    roles = ScriptedRoles(verdict=Classification("refine", 1, "Use a heap."))
+    eng = engine(task, state, roles, backtrack_length=1, power_law_alpha=50.0)
+    isl = state.islands[0]
+    hcm.add_idea(isl, "Use a heap.", 0)
+    for step in (1, 2):
+        _attempt(eng, state, roles, step, 0.1)
+    state.known = {"a" * 64: 0.1}
+    isl.backtrack_left, isl.backtrack_horizon = 1, 2
+    d = eng.draft(isl, 3)
+    view = eng.view(isl, 3, d.parent)
+    assert [e.hypothesis for e in view.log] == ["heap variant 1"]  # the backtrack unlearned step 2 ...
+    assert view.tried == {"heap variant 1", "heap variant 2"}  # ... but the repeat filter has not
+    assert view.known == {"a" * 64}
+    no_filter = engine(task, state, roles, skip_repeats=False).view(isl, 3, d.parent)
+    assert no_filter.tried == frozenset()
