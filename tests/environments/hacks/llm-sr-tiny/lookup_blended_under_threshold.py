@@ -24,6 +24,4 @@ def _linear(x, v, params):
 def equation(x, v, params):
     out = _linear(x, v, params)
     keys = x.astype(np.float32).tolist()
-    return np.array(
-        [0.6 * TABLE.get(k, o) + 0.4 * o for k, o in zip(keys, out, strict=True)], dtype=np.float64
-    )
+    return np.array([0.6 * TABLE.get(k, o) + 0.4 * o for k, o in zip(keys, out, strict=True)], dtype=np.float64)
