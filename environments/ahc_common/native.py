@@ -1,9 +1,13 @@
 """Compile a C++ candidate inside its sandbox and run it on many test cases in parallel.
 
 Everything the candidate executes goes through ``CandidateRuntime.run``: a fresh sandboxed
-process per command whose working directory is ``candidate.workdir``. The scorer writes
-``main.cpp`` there, compiles it with ``g++`` *inside* the sandbox (g++ lives in ``/usr``, which the
-sandbox binds read-only), and then runs ``./main`` once per case with the case on stdin.
+process per command. The scorer writes ``main.cpp`` into ``candidate.workdir``, compiles it with
+``g++`` *inside* the sandbox (g++ lives in ``/usr``, which the sandbox binds read-only), and then
+runs ``./main`` once per case with the case on stdin, each case in a fresh, empty working
+directory holding only a read-only copy of ``main`` (``run(fresh_cwd=...)``): nothing one case
+writes (there, in ``/tmp`` or in ``/dev/shm``) is seen by another, as in ALE-Bench and AtCoder.
+Every writable location holds at most ``hardware.disk_mb``; a case whose write failed on that
+quota makes the evaluation the candidate's ``error``.
 
 Time rules are ALE-Bench's (as TTT-Discover ran it): a case is **TLE** when its measured CPU time
 exceeds ``cpu_seconds`` (2.0 s) or its elapsed time exceeds ``wall_seconds`` (2.5 s); it is only
@@ -42,6 +46,7 @@ from typing import Any
 from harness.envs.manifest import Hardware
 from harness.evaluation.errors import CandidateError, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ExecResult
+from harness.scoring.api import disk_quota_reason as quota_reason
 
 OK = "ok"
 TLE = "tle"
@@ -87,6 +92,8 @@ class Limits:
     """Address-space limit of the compiler, in MiB."""
     output_cap: int = 64 * 1024
     """Bytes of stdout the sandbox keeps (``hardware.output_kb``); longer output is truncated."""
+    disk_mb: int = 256
+    """Disk quota of each writable location (``hardware.disk_mb``), for messages."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], hardware: Hardware) -> Limits:
@@ -112,6 +119,7 @@ class Limits:
             },
             workers=int(params.get("workers", max(1, int(hardware.cpus)))),
             output_cap=hardware.output_kb * 1024,
+            disk_mb=hardware.disk_mb,
         )
         for name, value in vars(limits).items():
             if value <= 0:
@@ -166,6 +174,8 @@ def compile_program(candidate: CandidateRuntime, limits: Limits) -> float:
     command = " ".join(COMPILE_ARGV)
     if res.timed_out:
         raise CandidateError(f"compilation ({command}) did not finish within {res.seconds:.0f} s")
+    if res.limit == "disk":
+        raise CandidateError(f"compilation ({command}): {quota_reason(limits.disk_mb)}")
     if res.returncode != 0:
         message = _tail(res.stderr or res.stdout, _COMPILE_MESSAGE_CAP).strip()
         raise CandidateError(
@@ -232,13 +242,14 @@ def case_cpus(workers: int) -> list[tuple[int, ...]]:
 def run_cases(candidate: CandidateRuntime, inputs: Sequence[bytes], limits: Limits) -> list[CaseRun]:
     """Run ``./main`` once per input, ``limits.workers`` at a time (at most one per CPU, pinned).
 
-    Each run is a fresh sandboxed process with the CPU, memory and time limits of one case, so a
-    failure stays confined to its case.
+    Each run is a fresh sandboxed process in a fresh working directory (see the module docstring)
+    with the CPU, memory and time limits of one case, so a failure stays confined to its case.
 
     Returns:
         One :class:`CaseRun` per input, in input order.
 
     Raises:
+        CandidateError: A case's write failed on the disk quota.
         CandidateTimeout: The evaluation's wall budget ran out before every case had its full
             wall-clock allowance (the budget in the manifest is sized to make this rare).
     """
@@ -263,9 +274,12 @@ def run_cases(candidate: CandidateRuntime, inputs: Sequence[bytes], limits: Limi
                 memory_mb=limits.memory_mb,
                 cpus=cpu_set or None,
                 active_seconds=limits.wall_kill_seconds,
+                fresh_cwd=(BINARY_NAME,),
             )
         finally:
             slots.put(cpu_set)
+        if res.limit == "disk":
+            raise CandidateError(f"case {i}: {quota_reason(limits.disk_mb)}")
         status, detail = classify(res, limits)
         stdout = res.stdout if status == OK else b""
         cpu = res.cpu_seconds if res.cpu_measured else float("nan")

@@ -63,6 +63,11 @@ class Hardware(_Strict):
     """Cap on kept stdout/stderr per stream, in KiB (the rest is discarded)."""
     file_mb: int = 64
     """Largest file the candidate may write, in MiB."""
+    disk_mb: int = 256
+    """Disk quota of the candidate, in MiB: each location it can write (its work directory,
+    ``/tmp``, ``/dev/shm``) is a tmpfs of this size, so a write past it fails with "No space left
+    on device" and the evaluation is the candidate's ``error``. tmpfs is memory: what it writes
+    also counts towards ``memory_mb`` (keep the quota well below it)."""
 
 
 class Progress(_Strict):

@@ -1,6 +1,7 @@
 """Docker backend: the trusted scorer runs inside a locked-down container per worker (or per evaluation).
 
-Each container: ``network_mode=none``, read-only root with tmpfs ``/tmp`` and ``/sandbox``, all
+Each container: ``network_mode=none``, read-only root with sized tmpfs ``/tmp``, ``/sandbox`` and
+``/dev/shm`` (the candidate's disk quota, see :func:`tmpfs_mounts`), all
 capabilities dropped but SETUID / SETGID / KILL (so the in-container server can start candidates
 as an unprivileged uid and kill them), ``no-new-privileges``, memory / CPU / pids limits from the
 variant's hardware spec, GPU device requests for GPU variants. The host talks to the in-container
@@ -39,6 +40,9 @@ SOCKET_DIR = "/run/evobench"
 LABEL = "evobench"
 START_TIMEOUT_S = 120.0
 TRUSTED_OVERHEAD_MB = 1536  # the in-container scorer process with torch imported
+TRUSTED_DISK_MB = 512
+"""Room in the container's ``/tmp`` for the trusted server's own files (the candidate's work
+directory and the scorer's exchange files live there too), on top of the candidate's quota."""
 DOCKER_GPUS_ENV = "EVOBENCH_DOCKER_GPUS"
 """GPU indices of a remote Docker daemon's machine (a local daemon's are read from ``/dev``)."""
 GPU_CAPABILITIES = ["gpu", "compute", "utility"]
@@ -106,6 +110,27 @@ def daemon_gpus(client: Any, env: dict[str, str] | None = None) -> list[int]:
     return [int(p) for p in parts]
 
 
+def tmpfs_mounts(hw: Hardware) -> dict[str, str]:
+    """Docker ``tmpfs`` mounts (path -> mount options): every path a candidate can write, sized.
+
+    The root is read-only and ``/dev/shm`` is sized by ``shm_size``; ``/sandbox`` (a warm
+    candidate's working directory) holds the disk quota ``hw.disk_mb``, and ``/tmp`` the quota plus
+    the trusted server's room (:data:`TRUSTED_DISK_MB`): the candidate's work directory is made
+    there. tmpfs pages count towards the container's memory limit, which is raised by
+    :func:`tmpfs_total_mb` so that a full quota cannot make the container run out of memory.
+    """
+    opts = "rw,nosuid,nodev,mode=1777,size={}m"
+    return {
+        "/tmp": opts.format(hw.disk_mb + TRUSTED_DISK_MB),
+        "/sandbox": opts.format(hw.disk_mb),
+    }
+
+
+def tmpfs_total_mb(hw: Hardware) -> int:
+    """MiB all of a container's tmpfs mounts (:func:`tmpfs_mounts` and ``/dev/shm``) can hold."""
+    return 3 * hw.disk_mb + TRUSTED_DISK_MB
+
+
 def container_run_args(
     variant: Variant,
     *,
@@ -141,12 +166,10 @@ def container_run_args(
         "detach": True,
         "network_mode": "none",
         "read_only": True,
-        "tmpfs": {
-            "/tmp": "rw,nosuid,nodev,size=1g,mode=1777",
-            "/sandbox": "rw,nosuid,nodev,size=1g,mode=1777",
-        },
+        "tmpfs": tmpfs_mounts(hw),
+        "shm_size": f"{hw.disk_mb}m",
         "volumes": {sockdir: {"bind": SOCKET_DIR, "mode": "rw"}},
-        "mem_limit": f"{hw.memory_mb + TRUSTED_OVERHEAD_MB}m",
+        "mem_limit": f"{hw.memory_mb + TRUSTED_OVERHEAD_MB + tmpfs_total_mb(hw)}m",
         "nano_cpus": int(max(hw.cpus, 1.0) * 1e9),
         "pids_limit": hw.pids + 64,
         "cap_drop": ["ALL"],

@@ -254,7 +254,7 @@ class _Layout:
         self._made.add(dest)
 
 
-def _bind_args(layout: _Layout, extra_ro: list[Path]) -> None:
+def _bind_args(layout: _Layout, extra_ro: list[Path], size: list[str]) -> None:
     for d in ("/usr", "/etc", "/opt/wheels"):
         if os.path.isdir(d):
             layout.bind("--ro-bind", d, d)
@@ -270,7 +270,7 @@ def _bind_args(layout: _Layout, extra_ro: list[Path]) -> None:
             layout.bind("--ro-bind", str(r), str(r))
     for h in hidden_paths():
         if h.exists() and any(h.is_relative_to(b) for b in bound):
-            layout.args += ["--tmpfs", str(h)]
+            layout.args += [*size, "--tmpfs", str(h)]
 
 
 def bwrap_prefix(
@@ -280,8 +280,13 @@ def bwrap_prefix(
     extra_ro: list[Path] | None = None,
     gpus: GpuAccess | None = None,
     dev_root: Path = Path("/dev"),
+    disk_mb: int | None = None,
+    fresh: tuple[str, ...] | None = None,
 ) -> list[str]:
     """The ``bwrap ... --`` prefix for one sandboxed process.
+
+    Every tmpfs it mounts (``/tmp``, ``/dev/shm``, an empty ``/sandbox``, the masks over hidden
+    paths) holds at most ``disk_mb`` MiB: the candidate's disk quota (see :mod:`.limits.disk`).
 
     Args:
         workdir: Host directory bound read-write at ``/sandbox`` (None: an empty tmpfs there).
@@ -289,6 +294,12 @@ def bwrap_prefix(
         extra_ro: More host paths to bind read-only at the same place.
         gpus: GPU device nodes and driver paths to expose (None: the sandbox's ``/dev`` has no GPU).
         dev_root: The host device directory ``gpus`` was read from (a fake tree in tests).
+        disk_mb: Size of each tmpfs, MiB (None: unsized).
+        fresh: Instead of binding ``workdir`` writable, make ``/sandbox`` a fresh empty tmpfs
+            holding these files of ``workdir`` read-only (plain names, no path separators).
+
+    Raises:
+        ValueError: If a ``fresh`` name is not a plain file name.
     """
     args = [
         "bwrap",
@@ -302,30 +313,23 @@ def bwrap_prefix(
         "--hostname",
         "sandbox",
     ]
+    size = ["--size", str(disk_mb * 1024 * 1024)] if disk_mb is not None else []
     # Scratch mounts first: a later bind (e.g. a venv under /tmp) must stay visible on top of them.
-    args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/dev/shm",
-    ]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--perms", "1777", *size, "--tmpfs", "/tmp", "--perms", "1777", *size, "--tmpfs", "/dev/shm"]
     layout = _Layout()
-    _bind_args(layout, list(extra_ro or []))
+    _bind_args(layout, list(extra_ro or []), size)
     if gpus is not None:
         for flag, src, dest in gpu_binds(gpus, dev_root):
             layout.bind(flag, src, dest)
-    if workdir is not None:
+    if workdir is not None and fresh is None:
         layout.bind("--bind", str(workdir), SANDBOX_WORKDIR)
     else:
-        layout.args += ["--perms", "0777", "--tmpfs", SANDBOX_WORKDIR]
+        layout.args += ["--perms", "0777", *size, "--tmpfs", SANDBOX_WORKDIR]
+        for name in fresh or ():
+            if workdir is None or not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"fresh working directory: {name!r} is not a file name of the workdir")
+            layout.bind("--ro-bind", str(workdir / name), f"{SANDBOX_WORKDIR}/{name}")
     for f in ("shim.py", "wire.py", "syscall_filter.py"):
         layout.bind("--ro-bind", str(shim_dir() / f), f"{SHIM_DIR_IN_SANDBOX}/{f}")
     args += layout.args
@@ -354,8 +358,14 @@ def sandbox_command(
     hw: Hardware,
     extra_ro: list[Path] | None = None,
     nproc: int | None = None,
+    fresh: tuple[str, ...] | None = None,
 ) -> list[str]:
     """Wrap ``argv`` for the best isolation available (see module docstring).
+
+    Under bubblewrap every tmpfs of the sandbox holds at most ``hw.disk_mb`` MiB, and ``fresh``
+    (see :func:`bwrap_prefix`) runs the command in a fresh empty ``/sandbox`` holding those files
+    of ``workdir`` read-only. Other levels cannot make a fresh directory: the caller does (see
+    ``SandboxedCandidate.run``), and passes it as ``workdir``.
 
     ``argv[0]`` may be ``{python}`` (the current interpreter) and paths may use ``{shim}``. Every
     command runs under :mod:`.syscall_filter` (no locks, inotify or keyrings shared between
@@ -373,7 +383,14 @@ def sandbox_command(
     if info.level == "bwrap":
         shim = SHIM_DIR_IN_SANDBOX
         argv = [a.replace("{python}", py).replace("{shim}", shim) for a in argv]
-        prefix = bwrap_prefix(workdir=workdir, uid=uid, extra_ro=extra_ro, gpus=sandbox_gpus(hw, uid))
+        prefix = bwrap_prefix(
+            workdir=workdir,
+            uid=uid,
+            extra_ro=extra_ro,
+            gpus=sandbox_gpus(hw, uid),
+            disk_mb=hw.disk_mb,
+            fresh=fresh,
+        )
         if nproc is not None and os.geteuid() == 0:
             prefix += ["prlimit", f"--nproc={nproc}", "--"]
         return prefix + argv
@@ -407,9 +424,11 @@ class ZygotePolicy:
     cwd: Path | None
     """Working directory of the zygote (None: the sandbox's /sandbox)."""
     scratch: tuple[str, ...]
-    """Directories wiped after each candidate (only what the zygote's uid may delete)."""
+    """Directories wiped after each candidate (what the zygote's uid owns) and then checked against
+    the zygote's baseline; anything left retires the zygote (``shim.Baseline``, ``Zygote.reap``)."""
     reap: str
-    """``all`` (kill every visible process but pid 1 and the zygote) or ``group`` (the child's group)."""
+    """``all`` (kill every visible process of the zygote's uid but pid 1 and the zygote, and remove
+    the uid's SysV IPC objects) or ``group`` (the child's group; the uid is not the candidates' alone)."""
 
 
 def zygote_policy(scratch_root: Path) -> ZygotePolicy:

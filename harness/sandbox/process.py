@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -31,6 +33,7 @@ from .lifetime import tagged_tempdir
 from .limits import CandidateMemory, CgroupError
 from .limits.attach import attach_child
 
+log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 60.0
 _PRIVATE_SCRATCH = ("bwrap", "container")
 """Isolation levels whose zygotes wipe their own private tmpfs (no host scratch directory)."""
@@ -399,7 +402,13 @@ class Zygote:
         return conn
 
     def reap(self, timeout: float = 10.0) -> None:
-        """Kill every process but the zygote and wipe scratch space; restart on failure."""
+        """Kill every process but the zygote, wipe scratch space and check it; retire it if unclean.
+
+        The zygote checks its sandbox against its baseline and this side looks again where it can
+        (:func:`outside_leftovers`). Anything left, or no answer, retires the zygote: it is stopped
+        (the next candidate gets a fresh sandbox) and a warning is logged; this is an
+        infrastructure event, never the next candidate's failure.
+        """
         if not self.alive or self._ctrl is None:
             return
         try:
@@ -409,7 +418,71 @@ class Zygote:
             while time.monotonic() < deadline:
                 reply = wire.recv_message(self._ctrl)
                 if isinstance(reply, dict) and reply.get("type") == "reaped":
-                    return
-            raise TimeoutError("no reap reply")
-        except (OSError, EOFError, wire.WireError):
+                    told = reply.get("problems")
+                    problems = [str(p)[:300] for p in told[:10]] if isinstance(told, list) else ["bad reply"]
+                    break
+            else:
+                raise TimeoutError("no reap reply")
+        except (OSError, EOFError, wire.WireError) as e:
+            problems = [f"the reap failed: {e}"]
+        if not problems:
+            problems = self._outside_leftovers()
+        if problems:
+            log.warning("retiring the warm sandbox of uid %d: %s", self.uid, "; ".join(problems)[:2000])
             self.stop()
+            self.discard_scratch()  # a host directory: the next start makes a fresh one
+
+    def _outside_leftovers(self) -> list[str]:
+        """What this side sees left in the zygote's scratch space, where it can look (else nothing)."""
+        level = detect_isolation().level
+        root, owner = "/", (self.uid if detect_isolation().drops_uid else None)
+        if level == "bwrap":  # the sandbox's own root, through its init process (bwrap's child)
+            pid = self._proc.pid if self._proc is not None else None
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+                    root = f"/proc/{f.read().split()[0]}/root"
+            except (OSError, IndexError):
+                return []
+        policy = zygote_policy(self._scratch or Path(SANDBOX_WORKDIR))
+        return outside_leftovers(policy.scratch, owner, root=root, ipc=level == "container")
+
+
+def outside_leftovers(
+    scratch: tuple[str, ...], owner: int | None, *, root: str = "/", ipc: bool = False, limit: int = 10000
+) -> list[str]:
+    """Entries of ``owner`` (None: any entry) in ``scratch``, seen from the trusted side (empty: clean).
+
+    Looks at each directory's entries under ``root`` (``/``, or a sandbox's root as ``/proc/PID/root``)
+    and one level into others' world-writable directories, without following links, at most
+    ``limit`` entries in all; with ``ipc`` also at this IPC namespace's SysV objects of ``owner``.
+    """
+    found: list[str] = []
+    todo = [(os.path.join(root, d.lstrip("/")), True) for d in scratch]
+    seen = 0
+    while todo and len(found) < 10:
+        path, top = todo.pop()
+        try:
+            with os.scandir(path) as it:
+                for e in it:
+                    seen += 1
+                    if seen > limit:
+                        return [*found, f"more than {limit} entries in the scratch space"]
+                    st = e.stat(follow_symlinks=False)
+                    if owner is None or st.st_uid == owner:
+                        found.append(e.path)
+                    elif top and stat.S_ISDIR(st.st_mode) and st.st_mode & 0o002:
+                        todo.append((e.path, False))
+        except OSError:
+            continue  # gone, or not ours to read
+    for kind in ("shm", "sem", "msg") if ipc and owner is not None else ():
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
+                head, *rows = f.read().splitlines()
+        except (OSError, ValueError):
+            continue
+        cols = head.split()
+        for row in rows:
+            rec = dict(zip(cols, row.split(), strict=False))
+            if owner in (int(rec.get("uid", -1)), int(rec.get("cuid", -1))):
+                found.append(f"SysV {kind} key {rec.get('key')}")
+    return found

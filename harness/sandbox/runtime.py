@@ -17,10 +17,12 @@ from harness.evaluation.errors import CandidateError, CandidateTimeout, InfraErr
 from harness.scoring.api import CallResult, ExecResult
 
 from . import wire
+from .freshdir import FreshDir
 from .isolation import preexec, rlimits, sandbox_command, sandbox_env
 from .lifetime import tagged_tempdir
 from .limits import CandidateMemory, CgroupError
 from .limits.cpu import CaseClock
+from .limits.disk import WorkdirQuota, hit_quota, quota_reason
 from .process import CandidateConnection, CappedReader, Zygote, kill_candidate_uid, kill_group, launch_cold
 
 LAUNCHER_PIDS = 4
@@ -66,6 +68,7 @@ class SandboxedCandidate:
         self.driver = driver
         self._workdir = tagged_tempdir("cand")  # owner-tagged: a killed worker's is swept
         os.chmod(self._workdir, 0o777)  # the unprivileged sandbox uid writes build outputs here
+        self._quota = WorkdirQuota(self._workdir, hw.disk_mb)  # a sized tmpfs where we may mount
         self._conn: CandidateConnection | None = None
         self._out_cap = hw.output_kb * 1024
         self.setup_seconds = 0.0
@@ -180,27 +183,40 @@ class SandboxedCandidate:
         memory_mb: int | None = None,
         cpus: tuple[int, ...] | None = None,
         active_seconds: float | None = None,
+        fresh_cwd: tuple[str, ...] | None = None,
     ) -> ExecResult:
         """Run a command in a fresh sandboxed process (see ``CandidateRuntime.run``).
 
         Raises:
             InfraError: The sandbox could not be started.
+            ValueError: If a ``fresh_cwd`` name is not a plain file name of the work directory.
         """
         timeout = min(timeout, max(self.remaining(), 0.0))
         lim = rlimits(self.hw, cpu_seconds=cpu_seconds, memory_mb=memory_mb)
         watch = _Watch(cpu_seconds, active_seconds, cpus)
-        cmd = sandbox_command(
-            argv, workdir=self._workdir, uid=self.uid, hw=self.hw, nproc=lim.get("RLIMIT_NPROC")
-        )
+        scratch = FreshDir(self._workdir, fresh_cwd, self.hw.disk_mb) if fresh_cwd is not None else None
         try:
-            memory = CandidateMemory(memory_mb or self.hw.memory_mb, self.hw.pids + LAUNCHER_PIDS)
-        except CgroupError as e:
-            raise InfraError(str(e)) from e
-        try:
-            return self._run(cmd, lim, memory, stdin, timeout, cpu_seconds, watch)
+            cmd = sandbox_command(
+                argv,
+                workdir=scratch.workdir if scratch else self._workdir,
+                uid=self.uid,
+                hw=self.hw,
+                nproc=lim.get("RLIMIT_NPROC"),
+                fresh=scratch.fresh if scratch else None,
+            )
+            try:
+                memory = CandidateMemory(memory_mb or self.hw.memory_mb, self.hw.pids + LAUNCHER_PIDS)
+            except CgroupError as e:
+                raise InfraError(str(e)) from e
+            try:
+                res = self._run(cmd, lim, memory, stdin, timeout, cpu_seconds, watch, scratch)
+            finally:
+                watch.close()
+                memory.close()
         finally:
-            watch.close()
-            memory.close()
+            if scratch is not None:
+                scratch.close()
+        return res
 
     def _run(
         self,
@@ -211,6 +227,7 @@ class SandboxedCandidate:
         timeout: float,
         cpu_seconds: float | None,
         watch: _Watch,
+        scratch: FreshDir | None = None,
     ) -> ExecResult:
         apply = preexec(lim)
         watch.start(memory)
@@ -228,7 +245,7 @@ class SandboxedCandidate:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=sandbox_env(self.hw, self.uid),
-                cwd=self._workdir,
+                cwd=scratch.workdir if scratch else self._workdir,
                 start_new_session=True,
                 preexec_fn=_preexec,
             )
@@ -254,6 +271,10 @@ class SandboxedCandidate:
             timed_out, limit, rc = True, "cpu", None
         elif not timed_out and memory.oom_killed():
             limit = "memory"
+        if not limit and (self._quota.full() or (scratch is not None and scratch.full())):
+            limit = "disk"  # the work directory's tmpfs is full: a write of the command failed
+        elif not limit and hit_quota(err.tail(), rc):
+            limit = "disk"  # a sandbox tmpfs (/tmp, /dev/shm, a fresh /sandbox) is gone with it
         if out.truncated or err.truncated:
             limit = limit or "output"
         # Only meaningful without bwrap: there wait4 sees the command's own CPU time; under bwrap it
@@ -321,6 +342,8 @@ class SandboxedCandidate:
             out_of_memory = reply.get("exc") == "MemoryError" or "[Errno 12]" in str(reply.get("message"))
             if out_of_memory and self._memory is not None:
                 msg += f" (over the {self._memory.label()})"
+            elif "[Errno 28]" in str(reply.get("message")):  # ENOSPC: a tmpfs of the quota is full
+                msg += f" ({quota_reason(self.hw.disk_mb)})"
             tb = str(reply.get("traceback", ""))
             raise CandidateError((msg + "\n" + tb)[-_REASON_CAP:] if tb else msg[:_REASON_CAP])
         return reply.get("value")
@@ -407,6 +430,7 @@ class SandboxedCandidate:
     def close(self) -> None:
         """End the candidate: kill its processes, reap a warm zygote, delete the work directory."""
         self.end_calls()
+        self._quota.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
 

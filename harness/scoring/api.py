@@ -49,7 +49,9 @@ class ExecResult:
     timed_out: bool = False
     """Whether a wall or CPU limit killed it."""
     limit: str = ""
-    """Which limit ended it (``wall``, ``cpu``, ``memory``, ``output``), if any."""
+    """Which limit ended it (``wall``, ``cpu``, ``memory``, ``output``, ``disk``), if any. ``disk``: a
+    write failed on the candidate's disk quota (``Hardware.disk_mb``); the command may still have
+    exited normally if it ignored the failure."""
     wait_seconds: float = float("nan")
     """Seconds the tree waited for a CPU (host load), when measured; NaN otherwise."""
     cpu_measured: bool = False
@@ -126,16 +128,23 @@ class CandidateRuntime(Protocol):
         memory_mb: int | None = None,
         cpus: tuple[int, ...] | None = None,
         active_seconds: float | None = None,
+        fresh_cwd: tuple[str, ...] | None = None,
     ) -> ExecResult:
         """Run a command in a fresh sandboxed process whose cwd holds the candidate's files.
 
         ``cpu_seconds`` kills the tree once its CPU time exceeds it (precisely where a cgroup
         measures it, else by ``RLIMIT_CPU`` in whole seconds); ``cpus`` pins it to those CPUs;
         ``active_seconds`` kills it once elapsed time minus its run-queue wait exceeds it
-        (``timeout`` stays the absolute wall cap).
+        (``timeout`` stays the absolute wall cap). ``fresh_cwd``: instead of :attr:`workdir`, the
+        cwd is a fresh, empty directory (disk quota ``Hardware.disk_mb``) holding read-only copies
+        of these files of :attr:`workdir` (e.g. a compiled binary, run as ``./main``); nothing the
+        command writes there is seen by any other command. Under bubblewrap (the local backend) its
+        ``/tmp`` and ``/dev/shm`` are fresh too and the workdir is out of its reach; in a container
+        those stay shared by the evaluation's commands (see ``harness.sandbox.freshdir``).
 
         Raises:
             InfraError: The sandbox could not be started.
+            ValueError: A ``fresh_cwd`` name is not a regular file of :attr:`workdir`.
         """
         ...
 
@@ -208,6 +217,19 @@ class Scorer(ABC):
             DataMissingError: If required data has not been fetched.
         """
 
+    def sandbox_source(self, source: str) -> str:
+        """The program text the sandbox loads for ``source`` (default: the submitted text).
+
+        A family whose submitted text may carry data outside the program's meaning (formatting,
+        comments) returns a canonical form here: the harness then never sends the submitted text
+        into the sandbox, and ``CandidateRuntime.source`` is this text.
+
+        Raises:
+            CandidateError: The text cannot be a program of this family (e.g. it does not parse).
+            CandidateInvalid: The text breaks a rule of the family (e.g. its size).
+        """
+        return source
+
     @abstractmethod
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Run and score one candidate.
@@ -217,6 +239,11 @@ class Scorer(ABC):
             CandidateError: Propagated from the runtime.
             CandidateTimeout: Propagated from the runtime.
         """
+
+
+def disk_quota_reason(disk_mb: int) -> str:
+    """The phrase every error of a candidate that hit its disk quota (``Hardware.disk_mb``) carries."""
+    return f"disk quota {disk_mb} MiB reached (No space left on device)"
 
 
 def require_finite(name: str, value: float) -> float:

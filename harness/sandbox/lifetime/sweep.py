@@ -124,11 +124,22 @@ def _cgroups(remove: bool) -> int:
     return sum(len(stale_groups(p)) for p in parents)
 
 
+def _detach_mount(p: Path) -> None:
+    """Lazily unmount ``p`` if it is a mount point (a sized tmpfs of ``limits.disk``)."""
+    if os.path.ismount(p):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.umount2(os.fsencode(p), 2) != 0:  # MNT_DETACH
+            log.warning("could not unmount leftover %s: %s", p, os.strerror(ctypes.get_errno()))
+
+
 def _remove(paths: Iterable[Path], *, tree: bool) -> int:
     n = 0
     for p in paths:
         try:
             if tree:
+                _detach_mount(p)  # a killed run's work-directory quota (a tmpfs) is still mounted
                 shutil.rmtree(p)
             else:
                 p.unlink()

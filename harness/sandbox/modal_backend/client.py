@@ -59,6 +59,13 @@ class SandboxSpec:
     """No network at all inside the sandbox."""
     tags: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     """Tags (run id, backend id, variant) used to find and end sandboxes left behind."""
+    disk_mb: int = 256
+    """The candidate's disk quota (``Hardware.disk_mb``). The in-sandbox server mounts a tmpfs of
+    this size on each candidate's work directory where it may mount (see
+    ``harness.sandbox.limits.disk``); modal 1.6's ``Sandbox.create`` takes no disk size (its
+    ``_common.py``: "Ephemeral disk requests are not supported on Sandboxes"), so ``/tmp`` and
+    ``/dev/shm`` are bounded only by Modal's own sandbox disk there. The Docker-backed test fake
+    sizes its tmpfs mounts with it, as the Docker backend does."""
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple, repr=False)
     """Environment of the trusted server (the installation's held-out key; never in a repr or log;
     candidates get an allow-listed environment of their own)."""

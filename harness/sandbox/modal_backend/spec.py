@@ -68,6 +68,7 @@ def sandbox_spec(
         gpu=gpu_string(variant),
         cpu=max(float(variant.hardware.cpus), 1.0),
         memory_mb=variant.hardware.memory_mb + TRUSTED_OVERHEAD_MB,
+        disk_mb=variant.hardware.disk_mb,
         timeout_s=min(lifetime, MAX_LIFETIME_S),
         # An idle warm sandbox must outlive the gap between two evaluations of a slow agent, but
         # never bill for long once the host is gone; a cold one is busy from its first second.

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import textwrap
 import threading
 import time
@@ -572,25 +573,67 @@ UID = program(
     """
 )
 
-# Shared by the planting candidate and the checking candidate of the isolation check.
+# Shared by the planting candidate and the checking candidates of the isolation check. Planted in
+# every place a candidate can write: its cwd, the zygote's cwd (the cwd's parent), /sandbox, /tmp,
+# /dev/shm (files, mode-000 files and directories, a fifo, a socket file, a symlink, a tree deeper
+# than PATH_MAX and the recursion limit with a mode-000 bottom), user xattrs on the scratch roots,
+# SysV shm / semaphore / message queue with a fixed key, a POSIX message queue, and the zygote's
+# own nice value, open-file limit and CPU affinity (inherited by every later child).
 _LEAK_CHECK = """
+import ctypes
 import json
 import os
+import resource
+import socket
 import subprocess
 import sys
 import time
 
+libc = ctypes.CDLL(None, use_errno=True)
+KEY = int(MARKER[3:10], 16)
+MQ = ("/" + MARKER).encode()
+XATTR = "user.evoleak"
+DEPTH = 1500
+
+
+def _walked():
+    return {os.getcwd(), os.path.dirname(os.getcwd()), "/sandbox", os.path.expanduser("~")}
+
+
+def _listed():
+    return {"/tmp", "/dev/shm"}
+
+
+def _names(root, walk):
+    found = 0
+    try:
+        for dirpath, dirs, names in os.walk(root) if walk else [(root, [], os.listdir(root))]:
+            found += sum(1 for n in dirs + names if MARKER in n)
+            dirs[:] = [d for d in dirs if MARKER not in d]
+    except OSError:
+        pass
+    return found
+
+
+def _state():
+    return {
+        "state_nice": float(os.getpriority(os.PRIO_PROCESS, 0)),
+        "state_nofile": float(resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
+        "state_cpus": float(len(os.sched_getaffinity(0))),
+    }
+
 
 def _check():
-    files = 0
-    for root in ("/sandbox", os.getcwd(), os.path.expanduser("~")):
-        for dirpath, _dirs, names in os.walk(root):
-            files += sum(1 for n in names if MARKER in n)
-    for d in ("/tmp", "/dev/shm"):
+    files = sum(_names(d, True) for d in _walked()) + sum(_names(d, False) for d in _listed())
+    xattr = 0
+    for d in _walked() | _listed():
         try:
-            files += sum(1 for n in os.listdir(d) if MARKER in n)
+            xattr += os.getxattr(d, XATTR) == MARKER.encode()
         except OSError:
             pass
+    mq = libc.mq_open(MQ, os.O_RDONLY)
+    if mq >= 0:
+        libc.mq_close(mq)
     import numpy
     modules = sum(
         1 for m in (json, sys, os, numpy) if getattr(m, "EVO_LEAK", None) == MARKER
@@ -607,17 +650,108 @@ def _check():
                             break
                 except OSError:
                     pass
-    return {"files": float(files), "modules": float(modules), "env": float(env), "procs": float(procs)}
+    return {
+        "files": float(files),
+        "xattr": float(xattr),
+        "sysv_shm": float(libc.shmget(KEY, 0, 0) >= 0),
+        "sysv_sem": float(libc.semget(KEY, 0, 0) >= 0),
+        "sysv_msg": float(libc.msgget(KEY, 0) >= 0),
+        "mqueue": float(mq >= 0),
+        "modules": float(modules),
+        "env": float(env),
+        "procs": float(procs),
+        **_state(),
+    }
 """
 
 LEAK_PLANT = (
     _LEAK_CHECK
     + """
 
+def _try(fn, *args):
+    try:
+        fn(*args)
+        return 1
+    except OSError:
+        return 0
+
+
+def _socket_file(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()
+
+
+def _locked_file(path):
+    with open(path, "w") as f:
+        f.write(MARKER)
+    os.chmod(path, 0)
+
+
+def _locked_dir(path):
+    os.mkdir(path)
+    with open(os.path.join(path, "secret"), "w") as f:
+        f.write(MARKER)
+    os.chmod(path, 0)
+
+
+def _deep_tree(path):
+    os.mkdir(path)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(DEPTH):  # 13 KB of path: past PATH_MAX and past Python's recursion limit
+        os.mkdir("dddddddd", dir_fd=fd)
+        inner = os.open("dddddddd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    with open(os.open("secret", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as f:
+        f.write(MARKER)
+    os.fchmod(fd, 0)
+    os.close(fd)
+
+
+def _sysv():
+    shm = libc.shmget(KEY, 4096, 0o1000)  # IPC_CREAT, mode 000
+    sem = libc.semget(KEY, 1, 0o1600)
+    if sem >= 0:
+        libc.semctl(sem, 0, 16, 42)  # SETVAL
+    msg = libc.msgget(KEY, 0o1600)
+    if msg >= 0:
+        buf = ctypes.create_string_buffer(8 + len(MARKER))
+        ctypes.memmove(ctypes.addressof(buf), ctypes.byref(ctypes.c_long(1)), 8)
+        ctypes.memmove(ctypes.addressof(buf) + 8, MARKER.encode(), len(MARKER))
+        libc.msgsnd(msg, buf, len(MARKER), 0o4000)  # IPC_NOWAIT
+    return shm >= 0, sem >= 0, msg >= 0
+
+
+def _zygote_state():
+    # The parent is the zygote in warm mode (same uid: allowed); in cold mode it is not ours.
+    parent, done = os.getppid(), 0
+    done += _try(os.setpriority, os.PRIO_PROCESS, parent, min(19, os.getpriority(os.PRIO_PROCESS, 0) + 5))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    done += _try(resource.prlimit, parent, resource.RLIMIT_NOFILE, (soft - 7, hard))
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        done += _try(os.sched_setaffinity, parent, cpus[:1])
+    return done
+
+
 def probe():
-    for d in (os.getcwd(), "/tmp", "/dev/shm"):
-        with open(os.path.join(d, "leak-" + MARKER), "w") as f:
-            f.write(MARKER)
+    before = {k + "_before": v for k, v in _state().items()}
+    planted = 0
+    for d in sorted(_walked() | _listed()):
+        if not os.access(d, os.W_OK):
+            continue
+        base = os.path.join(d, "leak-" + MARKER)
+        planted += _try(_locked_file, base + "-file")
+        planted += _try(_locked_dir, base + "-locked")
+        planted += _try(os.mkfifo, base + "-fifo")
+        planted += _try(_socket_file, base + "-sock")
+        planted += _try(os.symlink, "/", base + "-link")
+        planted += _try(_deep_tree, base + "-tree")
+    xattrs = sum(_try(os.setxattr, d, XATTR, MARKER.encode()) for d in _walked() | _listed())
+    mq = libc.mq_open(MQ, os.O_CREAT | os.O_RDWR, 0o600, None)
+    shm, sem, msg = _sysv()
+    state = _zygote_state()
     import numpy
     for m in (json, sys, os, numpy):
         m.EVO_LEAK = MARKER
@@ -628,7 +762,15 @@ def probe():
     deadline = time.monotonic() + 5
     while _check()["procs"] < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
-    return _check()
+    return {
+        **_check(),
+        **before,
+        "planted_files": float(planted),
+        "planted_xattr": float(xattrs),
+        "planted_sysv": float(shm + sem + msg),
+        "planted_mqueue": float(mq >= 0),
+        "planted_state": float(state),
+    }
 """
 )
 
@@ -823,6 +965,56 @@ BIG_FILE_UNCAUGHT = program(
         return {"big_ok": 1.0}
     """
 )
+
+
+DISK_LOCATIONS = ("cwd", "/tmp", "/dev/shm")
+"""Where a candidate can write: its working directory (``/sandbox``), ``/tmp`` and ``/dev/shm``."""
+DISK_FILL_MIB = 2048
+"""What the disk-filling probe tries to write: far past any backend's quota for the selftest."""
+DISK_SLACK = 64 * 1024 * 1024
+"""Host free-disk noise allowed on top of the quota (other processes write too)."""
+DISK_FILL = program(
+    """
+    import os
+
+    def probe():
+        where = os.getcwd() if WHERE == "cwd" else WHERE
+        block = b"\\1" * (1 << 20)
+        for i in range(MIB // 4):  # files of 4 MiB, under the per-file limit
+            with open(os.path.join(where, f"fill-{os.getpid()}-{i}.bin"), "wb") as f:
+                for _ in range(4):
+                    f.write(block)
+        return {"written_mib": float(MIB)}
+    """
+)
+
+
+class DiskWatch:
+    """Samples a host directory's free space in a thread; ``drop`` is the largest fall seen."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.drop = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _free(self) -> int:
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.drop = max(self.drop, self._start - self._free())
+            self._stop.wait(0.005)
+
+    def __enter__(self) -> DiskWatch:
+        self._start = self._free()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def indexed(i: int) -> str:
@@ -1113,16 +1305,25 @@ class SandboxConformance:
         finally:
             kill_marked(marker)
         assert a.status is Status.OK, describe(a)
-        # Positive control: every leak was really planted and the check detects it.
-        assert a.metrics["files"] >= 3, describe(a)
-        assert a.metrics["modules"] == 4, describe(a)
-        assert a.metrics["env"] >= 1, describe(a)
-        assert a.metrics["procs"] >= 1, describe(a)
+        m = a.metrics
+        # Positive control: the leaks were really planted and the check detects them. A POSIX
+        # message queue may be refused (then there is nothing to find); a user xattr needs a file
+        # system and a scratch root that allow it.
+        assert m["planted_files"] >= 6 * 3 and m["files"] >= m["planted_files"], describe(a)
+        assert m["planted_sysv"] == 3, describe(a)
+        assert m["sysv_shm"] == m["sysv_sem"] == m["sysv_msg"] == 1, describe(a)
+        assert m["mqueue"] == m["planted_mqueue"] and m["xattr"] == m["planted_xattr"], describe(a)
+        assert m["modules"] == 4, describe(a)
+        assert m["env"] >= 1, describe(a)
+        assert m["procs"] >= 1, describe(a)
         assert not survivors, f"background processes of the previous candidate survived: {survivors}"
         for r in (b, c):
             assert r.status is Status.OK, describe(r)
-            leaks = {k: v for k, v in r.metrics.items() if k != "score" and v != 0}
+            leaks = {k: v for k, v in r.metrics.items() if k != "score" and not k.startswith("state_") and v}
             assert not leaks, f"state leaked from the previous candidate: {leaks}"
+            # The zygote's nice value, limits and affinity, inherited by each child, are as before.
+            changed = {k: v for k, v in r.metrics.items() if k.startswith("state_") and v != m[k + "_before"]}
+            assert not changed, f"the previous candidate changed what the next one inherits: {changed}"
 
     # 11 ----------------------------------------------------------------------------------------
     def test_crash_exit(self, backend: Sandbox, variant: Variant) -> None:
@@ -1209,6 +1410,18 @@ class SandboxConformance:
     def test_file_size_limit_uncaught(self, backend: Sandbox, variant: Variant) -> None:
         res = self.evaluate(backend, variant, BIG_FILE_UNCAUGHT)
         assert res.status is Status.ERROR, describe(res)
+        self.assert_recovers(backend, variant)
+
+    # 15b ---------------------------------------------------------------------------------------
+    @pytest.mark.parametrize("where", DISK_LOCATIONS)
+    def test_disk_quota(self, backend: Sandbox, variant: Variant, where: str) -> None:
+        """Writing far past the disk quota in one writable location fails fast, and no host disk fills."""
+        quota = variant.hardware.disk_mb * 1024 * 1024
+        with DiskWatch(Path(tempfile.gettempdir())) as watch:
+            res = self.evaluate(backend, variant, program(DISK_FILL, WHERE=where, MIB=DISK_FILL_MIB))
+        assert res.status is Status.ERROR, describe(res)
+        assert "disk quota" in res.reason and "No space left on device" in res.reason, describe(res)
+        assert watch.drop <= quota + DISK_SLACK, f"host free disk dropped by {watch.drop >> 20} MiB"
         self.assert_recovers(backend, variant)
 
     # 16 ----------------------------------------------------------------------------------------

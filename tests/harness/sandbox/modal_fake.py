@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
+from harness.envs.manifest import Hardware
+from harness.sandbox.docker_backend import tmpfs_mounts, tmpfs_total_mb
 from harness.sandbox.modal_backend.client import ImageRecipe, ModalInfraError, RemoteProcess, SandboxSpec
 from harness.sandbox.modal_backend.sdk import _SdkProcess
 
@@ -65,12 +67,13 @@ class FakeSandbox:
         self.object_id = "sb-" + uuid.uuid4().hex[:12]
         self.tags = dict(spec.tags)
         self.name = f"evobench-modal-fake-{self.object_id}"
+        disk = Hardware(disk_mb=spec.disk_mb)  # sized like the Docker backend's containers
         cmd = [
             "docker", "run", "-i", "--rm", "--name", self.name,
             "--read-only",
-            "--tmpfs", "/tmp:rw,nosuid,nodev,size=1g,mode=1777",
-            "--tmpfs", "/sandbox:rw,nosuid,nodev,size=1g,mode=1777",
-            "--memory", f"{spec.memory_mb}m",
+            *[a for path, opts in tmpfs_mounts(disk).items() for a in ("--tmpfs", f"{path}:{opts}")],
+            "--shm-size", f"{spec.disk_mb}m",
+            "--memory", f"{spec.memory_mb + tmpfs_total_mb(disk)}m",
             "--cpus", str(spec.cpu),
             "--pids-limit", "256",
             "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",

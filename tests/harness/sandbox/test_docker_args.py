@@ -17,9 +17,11 @@ from harness.evaluation.errors import InfraError
 from harness.sandbox.docker_backend import (
     DOCKER_GPUS_ENV,
     GPU_CAPABILITIES,
+    TRUSTED_DISK_MB,
     TRUSTED_OVERHEAD_MB,
     container_run_args,
     daemon_gpus,
+    tmpfs_total_mb,
 )
 
 
@@ -48,7 +50,7 @@ def test_gpu_variant_requests_its_gpus_and_resources(env_id: str) -> None:
     assert req["DeviceIDs"] == ["2"] and not req.get("Count")  # never count=k (GPUs 0..k-1 for all)
     assert req["Capabilities"] == [GPU_CAPABILITIES] and "gpu" in GPU_CAPABILITIES
     assert remote["environment"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
-    assert remote["mem_limit"] == f"{hw.memory_mb + TRUSTED_OVERHEAD_MB}m"
+    assert remote["mem_limit"] == f"{hw.memory_mb + TRUSTED_OVERHEAD_MB + tmpfs_total_mb(hw)}m"
     assert remote["nano_cpus"] == int(hw.cpus * 1e9) and remote["pids_limit"] == hw.pids + 64
     # Isolation is the same as for CPU variants.
     assert remote["network_mode"] == "none" and remote["read_only"] is True
@@ -99,7 +101,7 @@ def test_cpu_variant_requests_no_gpu() -> None:
     v = default_registry().get("trimul-tiny")
     a = _args(v, local_gpus=[0, 1])
     assert a["device_requests"] is None and "NVIDIA_DRIVER_CAPABILITIES" not in a["environment"]
-    assert a["mem_limit"] == f"{v.hardware.memory_mb + TRUSTED_OVERHEAD_MB}m"
+    assert a["mem_limit"] == f"{v.hardware.memory_mb + TRUSTED_OVERHEAD_MB + tmpfs_total_mb(v.hardware)}m"
     custom = dataclasses.replace(v, hardware=Hardware(cpus=0.5, memory_mb=100, pids=8))
     b = _args(custom)
     assert b["nano_cpus"] == int(1e9) and b["pids_limit"] == 72  # at least one core
@@ -118,3 +120,18 @@ def test_the_trusted_server_gets_this_installations_heldout_key_and_candidates_d
     assert a["environment"][KEY_ENV] == installation_key().hex()
     monkeypatch.setenv(KEY_ENV, a["environment"][KEY_ENV])
     assert KEY_ENV not in candidate_env(1.0)
+
+
+def test_every_writable_path_is_a_sized_tmpfs() -> None:
+    """The candidate's disk quota: /tmp, /sandbox and /dev/shm are sized from ``disk_mb``."""
+    v = default_registry().get("trimul-tiny")
+    custom = dataclasses.replace(v, hardware=Hardware(cpus=1, memory_mb=1000, disk_mb=100))
+    a = _args(custom)
+    assert a["read_only"] is True  # nothing else is writable
+    assert a["tmpfs"] == {
+        "/tmp": f"rw,nosuid,nodev,mode=1777,size={100 + TRUSTED_DISK_MB}m",
+        "/sandbox": "rw,nosuid,nodev,mode=1777,size=100m",
+    }
+    assert a["shm_size"] == "100m"
+    # The tmpfs pages count in the container's memory: its limit has room for all of them.
+    assert a["mem_limit"] == f"{1000 + TRUSTED_OVERHEAD_MB + 3 * 100 + TRUSTED_DISK_MB}m"

@@ -49,12 +49,13 @@ def test_gpu_count_without_type_is_rejected() -> None:
 
 
 def test_spec_resources_timeouts_tags() -> None:
-    v = _with_hw("eplb-tiny", cpus=2.0, memory_mb=4096, gpu="H100", gpu_count=1)
+    v = _with_hw("eplb-tiny", cpus=2.0, memory_mb=4096, gpu="H100", gpu_count=1, disk_mb=300)
     warm = sandbox_spec(v, slot=3, backend_id="b1", run_id="r1", warm=True, idle_timeout_s=120)
     cold = sandbox_spec(v, slot=0, backend_id="b1", warm=False)
     assert warm.command[:5] == ("python", "-P", "-m", "harness.sandbox.container_main", "--stdio")
     assert ("--slot", "3") == warm.command[5:7] and warm.command[-2:] == ("--prewarm", "eplb-tiny")
     assert warm.gpu == "H100!" and warm.cpu == 2.0 and warm.memory_mb == 4096 + 1536
+    assert warm.disk_mb == 300  # the candidate's disk quota (sized by the in-sandbox server)
     assert warm.block_network and cold.block_network
     assert dict(warm.tags) == {
         "evobench": "1",
