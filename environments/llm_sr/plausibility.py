@@ -12,13 +12,14 @@ candidate knowing public data, so the scorer detects the two traces such a progr
   within 0.03 orders. Errors below ``floor_nmse`` (float64 round-off) compare as equal. A table
   that hits only some test rows, or is blended with the skeleton, and gains less than the limit
   (0.3 orders) is not caught.
-* rule ``literals``: the source carries more numeric literals, or more literal text (strings,
-  numbers, docstrings and comments, which a program can read back from its own file), than a
+* rule ``literals``: the canonical program (``canonical.py``: no comments, docstrings or
+  formatting) carries more numeric literals, or more literal text (strings and numbers), than a
   skeleton of 10 fitted constants plausibly needs.
 
-Thresholds are scorer parameters (``env.toml``). What is not caught: a table of train *and* test
-targets in a code form below the text budget (e.g. a few thousand characters for the 1,442 test
-rows of stress-strain), and data spelt in identifiers. See the family README.
+Whatever the encoding, the information a program carries is bounded by rule ``size``
+(``canonical.py``): the scored process sees only the canonical text, capped in characters and in
+compressed bytes. Thresholds are scorer parameters (``env.toml``). What is not caught: a table of
+train *and* test targets within the size cap (it buys a bounded gain; see the family README).
 """
 
 from __future__ import annotations
@@ -44,8 +45,16 @@ class PlausibilityLimits:
     """Most number tokens in the source (``params[3]``'s 3 counts; ten parameters and their
     indices plus a dozen constants stay far below)."""
     max_text_chars: int = 3000
-    """Most characters of string and number literals, docstrings and comments together (a table
-    fits in one long string, comment or integer literal as well as in many numbers)."""
+    """Most characters of string and number literals of the canonical program (a table fits in one
+    long string or integer literal as well as in many numbers)."""
+    max_source_chars: int = 262_144
+    """Longest submitted program the trusted side parses at all (bounds its work: ~2 s at worst)."""
+    max_canonical_chars: int = 8000
+    """Most characters of the canonical program (honest programs measured: at most 1,148)."""
+    max_compressed_bytes: int = 1280
+    """Most bytes of the canonical program's raw LZMA2 stream: the information cap, at most
+    ``8 * max_compressed_bytes + 8`` bits whatever the encoding (honest programs measured: at most
+    306; the largest program the family's tests run, a sandbox probe, 1,030)."""
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> PlausibilityLimits:
@@ -59,8 +68,12 @@ class PlausibilityLimits:
             floor_nmse=float(params.get("floor_nmse", cls.floor_nmse)),
             max_numeric_literals=int(params.get("max_numeric_literals", cls.max_numeric_literals)),
             max_text_chars=int(params.get("max_text_chars", cls.max_text_chars)),
+            max_source_chars=int(params.get("max_source_chars", cls.max_source_chars)),
+            max_canonical_chars=int(params.get("max_canonical_chars", cls.max_canonical_chars)),
+            max_compressed_bytes=int(params.get("max_compressed_bytes", cls.max_compressed_bytes)),
         )
-        if min(lim.max_test_gain_log10, lim.floor_nmse, lim.max_numeric_literals, lim.max_text_chars) <= 0:
+        sizes = (lim.max_text_chars, lim.max_source_chars, lim.max_canonical_chars, lim.max_compressed_bytes)
+        if min(lim.max_test_gain_log10, lim.floor_nmse, lim.max_numeric_literals, *sizes) <= 0:
             raise ValueError(f"plausibility limits must be positive: {lim}")
         return lim
 
@@ -72,7 +85,8 @@ class SourceCounts:
     numbers: int
     """Number tokens (integers, floats, imaginary literals)."""
     text_chars: int
-    """Characters in string tokens (including prefixes and quotes), number tokens and comments."""
+    """Characters in string tokens (including prefixes and quotes), number tokens and comments
+    (the scorer counts the canonical program, which has no comments)."""
 
 
 _TEXT = {tokenize.STRING, tokenize.COMMENT}

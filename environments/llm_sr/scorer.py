@@ -41,8 +41,12 @@ the candidate sees exactly what a full evaluation shows it. Adds the metric ``su
 
 Validity rules (``CandidateInvalid``, message ``rule '<name>': ...``): ``type`` / ``dtype`` /
 ``shape`` (a real numpy array with one value per row), ``finite``, ``max-params`` (the skeleton
-indexes past the 10 parameters it is given), ``deterministic``; ``literals`` and
-``generalisation`` (a table of the public test targets rather than a law, see ``plausibility.py``).
+indexes past the 10 parameters it is given), ``deterministic``; ``literals``, ``size`` and
+``generalisation`` (a table of the public data rather than a law, see ``plausibility.py`` and
+``canonical.py``). Before anything runs, the program is put in canonical form (``canonical.py``:
+parsed, docstrings dropped, unparsed); rules ``literals`` and ``size`` measure that text, and the
+fresh prediction process of step 2 loads it instead of the submitted text, so data hidden in the
+formatting (whitespace, comments) never reaches the scored predictions.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_
 from harness.scoring.exchange import ExchangeDir
 from harness.scoring.subset import subset_of, unit_indices
 
+from .canonical import canonicalise, check_size
 from .data import SPLITS, Problem, load_csv_problem, oscillator_problem
 from .fit import FitResult, FitSettings, PublishedFitSettings, fit_parameters, fit_published, nmse
 from .lsrbench import load_lsrbench_problem
@@ -246,6 +251,19 @@ class LlmSrScorer(Scorer):
 
     # -- scoring ------------------------------------------------------------------------------
 
+    def sandbox_source(self, source: str) -> str:
+        """The canonical form of ``source``: no process of the candidate ever sees the submitted text.
+
+        Raises:
+            CandidateError: The program does not parse.
+            CandidateInvalid: Rule ``size`` (see ``canonical.py``).
+        """
+        lim = self.plausibility
+        canonical = canonicalise(source, lim.max_source_chars)
+        check_source(canonical, lim)
+        check_size(canonical, lim.max_canonical_chars, lim.max_compressed_bytes)
+        return canonical
+
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Fit on train through the candidate process, predict all splits in a fresh process, score.
 
@@ -253,7 +271,12 @@ class LlmSrScorer(Scorer):
             ValueError: A validation subset of test_id is unusable (checked before the candidate runs).
         """
         id_rows = self._subset_rows()
-        check_source(candidate.source, self.plausibility)
+        lim = self.plausibility
+        # The harness loads ``sandbox_source`` (already canonical; idempotent) in every process of the
+        # candidate; canonicalised again here for runtimes built without it (tests, tools).
+        canonical = canonicalise(candidate.source, lim.max_source_chars)
+        check_source(canonical, lim)
+        check_size(canonical, lim.max_canonical_chars, lim.max_compressed_bytes)
         train = self.problem.splits["train"]
         columns = self.train_columns
         call_seconds = 0.0
@@ -277,7 +300,7 @@ class LlmSrScorer(Scorer):
             fits.append(fit_published(predict, train.target, self.published_settings))
         if self.fit == "strong" or self.report_strong:
             fits.append(fit_parameters(predict, train.target, self.settings))
-        sets, run_seconds = self._fresh_predictions(candidate, np.stack([f.params for f in fits]))
+        sets, run_seconds = self._fresh_predictions(candidate, canonical, np.stack([f.params for f in fits]))
         for fit, predictions in zip(fits, sets, strict=True):
             self._check_deterministic(fit, predictions["train"])
         metrics = self._metrics(sets[0], strict=True, id_rows=id_rows)
@@ -374,11 +397,12 @@ class LlmSrScorer(Scorer):
         return metrics
 
     def _fresh_predictions(
-        self, candidate: CandidateRuntime, param_sets: np.ndarray
+        self, candidate: CandidateRuntime, canonical: str, param_sets: np.ndarray
     ) -> tuple[list[dict[str, np.ndarray]], float]:
         """Predict every split for every row of ``param_sets`` in a new sandboxed interpreter.
 
-        See the module docstring. Finiteness is checked by the caller.
+        The interpreter loads ``canonical`` (the program's canonical form), never the submitted
+        text. See the module docstring. Finiteness is checked by the caller.
 
         Raises:
             CandidateInvalid: A broken rule (shape).
@@ -392,12 +416,12 @@ class LlmSrScorer(Scorer):
         _seal_workdir(workdir)
         sub = ExchangeDir(workdir, "llm-sr", writable=False)
         try:
-            return self._run_fresh(candidate, sub, param_sets)
+            return self._run_fresh(candidate, sub, canonical, param_sets)
         finally:
             sub.close()
 
     def _run_fresh(
-        self, candidate: CandidateRuntime, sub: ExchangeDir, param_sets: np.ndarray
+        self, candidate: CandidateRuntime, sub: ExchangeDir, canonical: str, param_sets: np.ndarray
     ) -> tuple[list[dict[str, np.ndarray]], float]:
         buf = io.BytesIO()
         arrays: dict[str, Any] = {
@@ -408,7 +432,7 @@ class LlmSrScorer(Scorer):
             arrays[f"x_{split}"] = self.problem.splits[split].inputs
         np.savez(buf, **arrays)
         sub.write_new("inputs.npz", buf.getvalue())
-        sub.write_new("candidate.py", candidate.source.encode("utf-8"))
+        sub.write_new("candidate.py", canonical.encode("utf-8"))
         sub.write_new("sandbox_driver.py", self.driver_source)
         timeout = min(self.fresh_timeout_s, max(candidate.remaining(), 0.0))
         if timeout <= 0:

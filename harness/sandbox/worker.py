@@ -160,7 +160,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
         )
         filename = "candidate.py" if variant.language is Language.PYTHON else "main.cpp"
         cand = SandboxedCandidate(
-            job.source,
+            scorer.sandbox_source(job.source),
             language=variant.language,
             filename=filename,
             hw=variant.hardware,

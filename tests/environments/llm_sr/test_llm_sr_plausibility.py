@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -41,8 +43,14 @@ def test_initial_program_is_plausible_and_predicts_after_the_fit_is_gone(
 
 
 def test_a_table_of_the_test_targets_is_invalid(tiny: LlmSrScorer, fake_runtime: Any) -> None:
+    packed = (HACKS / "lookup_packed_string.py").read_text()
+    with pytest.raises(CandidateInvalid, match="rule 'size'"):
+        tiny.score(fake_runtime(packed))
+    # Under a cap large enough to let it run, the gap between train and test_id gives it away.
+    roomy = copy.copy(tiny)
+    roomy.plausibility = dataclasses.replace(tiny.plausibility, max_compressed_bytes=4096)
     with pytest.raises(CandidateInvalid, match="rule 'generalisation'"):
-        tiny.score(fake_runtime((HACKS / "lookup_packed_string.py").read_text()))
+        roomy.score(fake_runtime(packed))
     with pytest.raises(CandidateInvalid, match="rule 'literals'"):
         tiny.score(fake_runtime((HACKS / "lookup_literals.py").read_text()))
 
@@ -79,5 +87,6 @@ def test_generalisation_limit(train: float, gain: float) -> None:
 def test_limits_come_from_the_manifest() -> None:
     p = default_registry().get("llm-sr-osc1").scorer_params
     assert PlausibilityLimits.from_params(p) == LIMITS
-    with pytest.raises(ValueError, match="positive"):
-        PlausibilityLimits.from_params({"max_text_chars": 0})
+    for key in ("max_text_chars", "max_source_chars", "max_canonical_chars", "max_compressed_bytes"):
+        with pytest.raises(ValueError, match="positive"):
+            PlausibilityLimits.from_params({key: 0})

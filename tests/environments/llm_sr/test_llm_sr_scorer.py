@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from environments.llm_sr.canonical import canonicalise
 from environments.llm_sr.scorer import LlmSrScorer, _seal_workdir, check_prediction, parse_frame
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.errors import CandidateError, CandidateInvalid
@@ -163,7 +164,9 @@ def test_candidate_never_receives_the_target(scorers: dict[str, LlmSrScorer], fa
     (argv,) = rt.runs
     sub = rt.workdir / Path(argv[-1]).parent
     assert sorted(p.name for p in sub.iterdir()) == ["candidate.py", "inputs.npz", "sandbox_driver.py"]
-    assert (sub / "candidate.py").read_text() == LINEAR_OSC1
+    # The canonical form (canonical.py), never the submitted text: formatting carries nothing there.
+    canonical = canonicalise(LINEAR_OSC1, s.plausibility.max_source_chars)
+    assert (sub / "candidate.py").read_text() == canonical != LINEAR_OSC1
     with np.load(sub / "inputs.npz", allow_pickle=False) as z:
         assert sorted(z.files) == ["params", "splits", "x_test_id", "x_test_ood", "x_train"]
         for split, sp in s.problem.splits.items():

@@ -2,7 +2,7 @@
 # fitted skeleton, so the test NMSE falls only ~0.8 orders of magnitude below the train NMSE (the
 # 'generalisation' rule flags 1 order and more) while log10 NMSE_id still improves by ~0.8
 # expect: invalid
-# reason: generalisation
+# reason: size
 # ruff: noqa: E501 - the table is one long literal
 import base64
 

@@ -1,7 +1,7 @@
 # hack: the public test_id targets as float16 in comments that the program reads back from its own
 # source file (no string literal holds them); nearest-key lookup on x
-# expect: invalid
-# reason: generalisation
+# expect: error
+# reason: equation raised
 import base64
 
 import numpy as np

@@ -1,7 +1,7 @@
 # hack: the public test_id targets packed as float32 in one base64 string (few literals, under the
 # text budget); only the test rows hit the table, so the train error stays the linear skeleton's
 # expect: invalid
-# reason: generalisation
+# reason: size
 # ruff: noqa: E501 - the table is one long literal
 import base64
 
