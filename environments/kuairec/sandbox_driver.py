@@ -1,29 +1,30 @@
-"""Runs INSIDE the sandbox: the fixed training protocol, or the final inference, of one candidate.
+"""Runs INSIDE the sandbox: gradients for the trusted trainer, or the final inference, of one candidate.
 
-``python -I -B <dir>/sandbox_driver.py train OUT`` and ``... test OUT`` read everything from stdin,
-as length-prefixed frames (8-byte little-endian length, then the bytes): first the protocol
-parameters (JSON), and only *after* the candidate's module is built, the data (``.npz``; in
-``test``: the validation histories, then the test histories). So no data exist in
-this process while the candidate's module code and ``build_recommender`` run, and no data file is
-ever on disk where the candidate could read it. Outputs go to the directory ``OUT``, which the
-trusted side created fresh just before this process started.
+``python -I -B <dir>/sandbox_driver.py train OUT`` and ``... test OUT`` read stdin as length-prefixed
+frames (8-byte little-endian length, then the bytes): first the protocol parameters (JSON), and
+only *after* the candidate's module is built, the data (``.npz``; in ``test``: the validation
+histories, then the test histories). So no data exist in this process while the candidate's module
+code and ``build_recommender`` run, and no data file is ever on disk where the candidate could read
+it. ``OUT`` is a directory the trusted side created fresh just before this process started.
 
-``train``: ``epochs`` epochs of sampled softmax; after each, the validation-input representations,
-the item embeddings and a checkpoint (saved with this file's own traversal of the module, not the
-candidate's ``state_dict``). ``test``: in a fresh process, the module is built, the chosen
-checkpoint is assigned tensor by tensor into its parameters and buffers (not through
+``train`` holds no optimiser and takes no step (issue 30): the trusted trainer (``trainer.py``, in
+the scorer's process) owns the parameters, the buffers and AdamW. Over the Unix socket ``OUT/s``
+this driver reports the module's tensors and declared ``HYPERPARAMETERS`` once, then, per request,
+writes the trusted values into the module's own tensors and returns the sampled-softmax loss's
+gradients for a batch the trainer chose (``step``) or the validation representations and item
+embeddings (``represent``). Whatever this process does to its copy is overwritten at the next
+request. ``test``: in a fresh process, the module is built, the trusted checkpoint (written by the
+scorer) is assigned tensor by tensor into its parameters and buffers (not through
 ``load_state_dict``, which the candidate could override), every submodule is put in eval mode, and
 under ``torch.no_grad()`` the test histories and then the validation histories are represented;
-the trusted scorer re-derives the validation metric from the latter and requires it to match the
-training phase's, and this driver checks that the weights still equal the checkpoint afterwards.
+the scorer re-derives the validation metric from the latter and requires it to match the training
+phase's, and this driver checks that the weights still equal the checkpoint afterwards.
 
 What this process checks (rule ``protocol``; the candidate's code runs here too, so these are
-detections a candidate that rewrites this driver in its own process could evade; the scorer's
-re-derivation in a fresh process is the check it cannot): the data stream was not read before it
-was handed over; torch's optimiser, loss and autograd entry points are the ones present before the
-candidate was imported; parameters and buffers (the very tensors the module started with) change
-only in the optimiser's step; the optimiser's settings (learning rate, weight decay, betas, eps,
-...) and parameter list stay as created.
+detections a candidate that rewrites this driver could evade, not the guarantee): the data stream
+was not read before it was handed over; torch's loss and autograd entry points are the ones present
+before the candidate was imported; after each request the module still holds the very tensors it
+started with, with the values sent (except the running statistics of torch's batch norms).
 
 Exit codes: 0 success, 3 a task rule is broken (message on stderr), 4 the scorer asked for CUDA
 and this sandbox has none (never a silent CPU run), anything else an error.
@@ -35,7 +36,6 @@ import json
 import os
 import struct
 import sys
-import time
 
 import numpy as np
 
@@ -129,12 +129,6 @@ def _named(model, torch, kind):
     return out
 
 
-def _state(model, torch):
-    """The checkpoint: every parameter and buffer, detached copies on the CPU."""
-    both = {**_named(model, torch, "_buffers"), **_named(model, torch, "_parameters")}
-    return {k: v.detach().to("cpu").clone() for k, v in both.items()}
-
-
 def _modules(model):
     out, stack, get = [], [model], object.__getattribute__
     while stack:
@@ -175,23 +169,6 @@ def _check_guarded(torch, before, when):
     for name, ref in before.items():
         if now[name] is not ref:
             _rule(f"'protocol': the candidate replaced {name} ({when})")
-
-
-def _hyperparameters(module, p):
-    """The candidate's declared HYPERPARAMETERS, checked against the manifest's bounds."""
-    declared = getattr(module, "HYPERPARAMETERS", {}) or {}
-    if not isinstance(declared, dict):
-        _rule("'hyperparameters': HYPERPARAMETERS must be a dict")
-    hp = {"lr": p["lr"], "weight_decay": p["weight_decay"]}
-    for k, v in declared.items():
-        bounds = p["allowed_hyperparameters"].get(k)
-        if bounds is None:
-            allowed = sorted(p["allowed_hyperparameters"])
-            _rule(f"'hyperparameters': {k!r} is not adjustable (allowed: {allowed})")
-        if not isinstance(v, (int, float)) or not (bounds[0] <= float(v) <= bounds[1]):
-            _rule(f"'hyperparameters': {k}={v!r} outside [{bounds[0]}, {bounds[1]}]")
-        hp[k] = float(v)
-    return hp
 
 
 def _batch(items, times, offsets, users, ends, max_len, torch, device):
@@ -287,82 +264,179 @@ def _watched(model, torch, norms):
     return out
 
 
-def _unchanged(model, torch, norms, start, snapshot, when):
-    """The module still holds the very tensors it started with, with the values of ``snapshot``."""
-    now = _watched(model, torch, norms)
-    if set(now) != set(start) or any(now[k] is not t for k, t in start.items()):
-        _rule(f"'protocol': the module's parameters or buffers were replaced or re-registered ({when})")
-    for name, t in start.items():
-        if not torch.equal(t.detach(), snapshot[name]):
-            _rule(f"'protocol': {name} changed outside the optimiser's step ({when})")
+# -- wire to the trusted trainer: length-prefixed JSON header, then each array's raw bytes ----------
+# The format of harness/kernels/driver.py (this file imports nothing from the harness). The trusted
+# side decodes what comes back under its own limits; these helpers only serve its messages here.
+_LEN = struct.Struct(">Q")
+_WIRE = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_FLOATS = ("float64", "float32", "float16", "bfloat16")
 
 
-def _settings(opt):
-    """Every setting of every parameter group, and the identity of its parameters.
+def _send(sock, header, arrays=()):
+    specs = [{"dtype": d, "shape": list(a.shape)} for d, a in arrays]
+    head = json.dumps({**header, "arrays": specs}).encode()
+    sock.sendall(_LEN.pack(len(head)) + head)
+    for _, a in arrays:
+        if a.nbytes:
+            sock.sendall(memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
 
-    Not only lr and weight decay: betas, eps or ``maximize`` edited through ``gc`` change the
-    steps as much (issue 20).
+
+def _fill(sock, view):
+    got = 0
+    while got < len(view):
+        k = sock.recv_into(view[got : got + (1 << 22)])
+        if not k:
+            raise EOFError("the trusted trainer closed the connection")
+        got += k
+
+
+def _recv(sock):
+    head = bytearray(8)
+    _fill(sock, memoryview(head))
+    body = bytearray(_LEN.unpack(head)[0])
+    _fill(sock, memoryview(body))
+    header = json.loads(body)
+    arrays = []
+    for spec in header.get("arrays", []):
+        d = spec["dtype"]
+        a = np.empty(spec["shape"], dtype="int16" if d == "bfloat16" else d)
+        if a.nbytes:
+            _fill(sock, memoryview(a.reshape(-1).view(np.uint8)))
+        arrays.append((d, a))
+    return header, arrays
+
+
+def _to_wire(t, torch):
+    """A tensor as ``(wire dtype, host numpy array)``; bfloat16 travels as its 16-bit pattern."""
+    d = str(t.dtype).replace("torch.", "")
+    t = t.detach().to("cpu").contiguous()
+    return d, (t.view(torch.int16) if d == "bfloat16" else t).numpy()
+
+
+def _from_wire(d, a, torch, device):
+    t = torch.from_numpy(a)
+    return (t.view(torch.bfloat16) if d == "bfloat16" else t).to(device)
+
+
+def _tensors(model, torch):
+    """``[(name, kind, tensor)]``: every registered parameter, then every buffer, in a fixed order."""
+    out = []
+    for kind, attr in (("param", "_parameters"), ("buffer", "_buffers")):
+        for name, t in sorted(_named(model, torch, attr).items()):
+            d = str(t.dtype).replace("torch.", "")
+            if d not in _WIRE or (kind == "param" and d not in _FLOATS):
+                allowed = f"parameters: {_FLOATS}; buffers: {sorted(_WIRE)}"
+                _rule(f"'output': {kind} {name} has dtype {d} ({allowed})")
+            out.append((name, kind, t))
+    return out
+
+
+def _assign(tensors, arrays, torch, device):
+    """Put the trusted values into the module's own tensors; return them by name (the reference)."""
+    if len(arrays) != len(tensors):
+        raise ValueError("the trusted trainer sent another number of tensors")
+    sent = {}
+    with torch.no_grad():
+        for (name, _, t), (d, a) in zip(tensors, arrays, strict=True):
+            v = _from_wire(d, a, torch, device)
+            t.copy_(v)
+            sent[name] = v
+    return sent
+
+
+def _same(model, torch, norms, tensors, sent, when):
+    """Still the very tensors sent, with the values sent (torch's batch-norm statistics excepted).
+
+    A detection only: whatever this process holds is overwritten by the trusted values before the
+    next step, and the tested checkpoint is the trusted side's.
     """
-    return [
-        ({k: v for k, v in g.items() if k != "params"}, [id(t) for t in g["params"]])
-        for g in opt.param_groups
-    ]
+    now = {**_named(model, torch, "_buffers"), **_named(model, torch, "_parameters")}
+    if set(now) != {name for name, _, _ in tensors} or any(now[n] is not t for n, _, t in tensors):
+        _rule(f"'protocol': the module's parameters or buffers were replaced or re-registered ({when})")
+    watched = _watched(model, torch, norms)
+    for name, _, t in tensors:
+        if name in watched and not torch.equal(t.detach(), sent[name]):
+            _rule(f"'protocol': {name} changed outside the scorer's optimiser step ({when})")
+
+
+def _connect(out):
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(os.path.join(out, "s"))
+    return sock
+
+
+def _step(model, torch, norms, tensors, arrays, header, p, data, device):
+    """One training step at the trusted values: the loss's gradients, never a step."""
+    items, times, offsets, _ = data
+    sent = _assign(tensors, arrays[: len(tensors)], torch, device)
+    u, c, neg_ids = (a for _, a in arrays[len(tensors) :])
+    params = [t for _, kind, t in tensors if kind == "param"]
+    for t in params:
+        t.grad = None
+    _set_mode(model, True)
+    torch.manual_seed(int(header["seed"]))  # dropout draws: a function of the trusted step seed
+    x, t = _batch(items, times, offsets, u, c, p["max_seq_len"], torch, device)
+    target = torch.from_numpy(items[offsets[u] + c]).to(device)
+    negatives = torch.from_numpy(neg_ids).to(device)
+    F = torch.nn.functional
+    rep = F.normalize(_check_rep(model(x, t), len(u), torch), dim=-1)
+    emb = F.normalize(model.item_embeddings(), dim=-1)
+    pos = (rep * emb[target]).sum(-1, keepdim=True)
+    neg = torch.einsum("bd,bnd->bn", rep, emb[negatives])
+    logits = torch.cat([pos, neg], dim=1) / p["temperature"]
+    first = torch.zeros(len(u), dtype=torch.long, device=device)  # the positive is column 0
+    F.cross_entropy(logits, first).backward()
+    _same(model, torch, norms, tensors, sent, f"step {header['step']}")
+    grads, missing = [], []
+    for i, t in enumerate(params):
+        g = t.grad
+        if g is None:
+            missing.append(i)
+            g = torch.zeros_like(t)
+        grads.append(_to_wire(g, torch))
+    return {"type": "grads", "missing": missing}, grads
 
 
 def train(here, out, p, torch, stdin):
-    """The fixed protocol: epochs of sampled softmax; per epoch, validation outputs and a checkpoint."""
+    """Gradients of the fixed loss at the values the trusted trainer sends; it owns the steps.
+
+    ``out`` holds the trainer's socket ``s``. After the module is built and the data frame read,
+    the driver reports every parameter and buffer (names, dtypes, shapes, initial values) and the
+    declared ``HYPERPARAMETERS``, then serves ``step`` (values and a batch in, gradients out) and
+    ``represent`` (values in, validation representations and item embeddings out) until ``stop``.
+    """
     shape = p["data_shape"]
     norms = _norm_types(torch)
     module, model, device, guarded = _build(here, p, torch, stdin, shape["num_items"], shape["num_users"])
-    hp = _hyperparameters(module, p)
-    items, times, offsets, num_items = _arrays(stdin.frame("training data", p["data_bytes"]))
-    rng = np.random.default_rng(p["seed"])
-    params = _named(model, torch, "_parameters")
-    start = _watched(model, torch, norms)
-    unique = list({id(v): v for v in params.values()}.values())  # tied weights once
-    opt = torch.optim.AdamW(unique, lr=hp["lr"], weight_decay=hp["weight_decay"])
-    declared = _settings(opt)
-    lengths = np.diff(offsets)
-    trainable = np.flatnonzero(lengths >= 2)
-    t0 = time.perf_counter()
-    for epoch in range(1, p["epochs"] + 1):
-        _set_mode(model, True)
-        users = np.repeat(trainable, p["samples_per_user"])
-        # A cut c in [1, L-1]: history s[:c] predicts s[c].
-        cuts = (rng.random(users.shape[0]) * (lengths[users] - 1)).astype(np.int64) + 1
-        order = rng.permutation(users.shape[0])
-        users, cuts = users[order], cuts[order]
-        snapshot = {k: v.detach().clone() for k, v in start.items()}
-        for a in range(0, users.shape[0], p["batch_size"]):
-            u, c = users[a : a + p["batch_size"]], cuts[a : a + p["batch_size"]]
-            x, t = _batch(items, times, offsets, u, c, p["max_seq_len"], torch, device)
-            target = torch.from_numpy(items[offsets[u] + c]).to(device)
-            neg_ids = rng.integers(1, num_items + 1, size=(len(u), p["negatives"]))
-            negatives = torch.from_numpy(neg_ids).to(device)
-            rep = torch.nn.functional.normalize(_check_rep(model(x, t), len(u), torch), dim=-1)
-            emb = torch.nn.functional.normalize(model.item_embeddings(), dim=-1)
-            pos = (rep * emb[target]).sum(-1, keepdim=True)
-            neg = torch.einsum("bd,bnd->bn", rep, emb[negatives])
-            logits = torch.cat([pos, neg], dim=1) / p["temperature"]
-            first = torch.zeros(len(u), dtype=torch.long, device=device)  # the positive is column 0
-            loss = torch.nn.functional.cross_entropy(logits, first)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            # Weights move only here, at the declared rate (checked before every step).
-            _unchanged(model, torch, norms, start, snapshot, f"epoch {epoch}")
-            if _settings(opt) != declared:
-                _rule("'protocol': the optimiser's settings (lr, weight decay, betas, eps, ...) were changed")
-            opt.step()
-            snapshot = {k: v.detach().clone() for k, v in start.items()}
-        _check_guarded(torch, guarded, f"during epoch {epoch}")
-        _set_mode(model, False)
-        reps, emb = _represent(model, items, times, offsets, p["max_seq_len"], p["batch_size"], torch, device)
-        _unchanged(model, torch, norms, start, snapshot, f"validation pass of epoch {epoch}")
-        _save(os.path.join(out, f"val_reps_{epoch}.npy"), reps)
-        _save(os.path.join(out, f"items_{epoch}.npy"), emb)
-        torch.save(_state(model, torch), os.path.join(out, f"ckpt_{epoch}.pt"))
-    with open(os.path.join(out, "train_done.json"), "w") as f:
-        json.dump({"epochs": p["epochs"], "seconds": time.perf_counter() - t0}, f)
+    declared = getattr(module, "HYPERPARAMETERS", {}) or {}
+    try:
+        declared = json.loads(json.dumps(declared))
+    except (TypeError, ValueError):
+        _rule("'hyperparameters': HYPERPARAMETERS must be a dict of numbers")
+    data = _arrays(stdin.frame("training data", p["data_bytes"]))
+    tensors = _tensors(model, torch)
+    sock = _connect(out)
+    specs = [{"name": n, "kind": k} for n, k, _ in tensors]
+    _send(sock, {"type": "ready", "tensors": specs, "hyperparameters": declared},
+          [_to_wire(t, torch) for _, _, t in tensors])  # fmt: skip
+    while True:
+        header, arrays = _recv(sock)
+        op = header.get("op")
+        if op == "step":
+            reply, out_arrays = _step(model, torch, norms, tensors, arrays, header, p, data, device)
+        elif op == "represent":
+            sent = _assign(tensors, arrays, torch, device)
+            _set_mode(model, False)
+            reps, emb = _represent(model, *data[:3], p["max_seq_len"], p["batch_size"], torch, device)
+            _same(model, torch, norms, tensors, sent, f"validation pass of epoch {header['epoch']}")
+            _check_guarded(torch, guarded, f"by epoch {header['epoch']}")
+            reply, out_arrays = {"type": "reps"}, [("float32", reps), ("float32", emb)]
+        else:
+            break
+        _send(sock, reply, out_arrays)
+    sock.close()
 
 
 def test(here, out, p, torch, stdin):

@@ -4,30 +4,33 @@ Protocol for one candidate (``build_recommender(num_items, embedding_dim, max_se
 returning a torch module: ``forward(items, timestamps) -> [batch, d]`` user representations and
 ``item_embeddings() -> [num_items + 1, d]``):
 
-1. **Train** in a sandboxed process (``sandbox_driver.py train``) that builds the module before
-   any data exist in it and then receives, on stdin, only ``s[:-2]`` of every user: ``epochs``
-   epochs of sampled softmax (``samples_per_user`` random cut points per
-   user and epoch, ``negatives`` uniform negatives, cosine logits over ``temperature``, AdamW).
-   After each epoch it writes the validation-input representations, item embeddings and a
-   checkpoint.
+1. **Train** with the authority here (:mod:`.trainer`, issue 30): a sandboxed process
+   (``sandbox_driver.py train``) builds the module before any data exist in it, receives on stdin
+   only ``s[:-2]`` of every user, and from then on only computes gradients. The parameters, the
+   buffers (constants) and AdamW live in this process: ``epochs`` epochs of sampled softmax
+   (``samples_per_user`` random cut points per user and epoch, ``negatives`` uniform negatives,
+   cosine logits over ``temperature``), every batch and dropout seed drawn here, every step taken
+   here. After each epoch the sandbox represents the validation inputs at the trusted values.
 2. **Select** the epoch with the best validation combined score (target ``s[-2]``), computed
-   here; the earliest wins ties. The test target was never used for anything.
+   here; the earliest wins ties; its trusted state is the checkpoint. The test target was never
+   used for anything.
 3. **Test** in a fresh sandboxed process (``sandbox_driver.py test``) that builds the module,
-   assigns the chosen checkpoint's tensors (copied here, under a cap, into a fresh directory the
-   sandbox user cannot write) with the driver's own loader, and represents the test histories
-   ``s[:-1]`` and again the validation histories; metrics on ``s[-1]`` (``metrics.py``). The
-   validation metric re-derived there must match the training phase's within ``val_match_tol``
-   (default 1e-4), and its outputs the training phase's within ``rep_match_rtol`` (relative to
-   their scale, default 1e-3; rule ``protocol``): the tested model is the validated one.
+   assigns the checkpoint's tensors (written here into a fresh directory the sandbox user cannot
+   write) with the driver's own loader, and represents the test histories ``s[:-1]`` and again
+   the validation histories; metrics on ``s[-1]`` (``metrics.py``). The validation metric
+   re-derived there must match the training phase's within ``val_match_tol`` (default 1e-4), and
+   its outputs the training phase's within ``rep_match_rtol`` (relative to their scale, default
+   1e-3; rule ``protocol``): outputs that depended on state other than the trusted tensors differ.
    ``test_timeout_s`` bounds the run.
 
-Files: the scorer's own (candidate source, driver) go into a fresh directory the sandbox user cannot
-write; each phase's outputs into a fresh, unpredictably named directory created just before that
-phase starts, so nothing can be planted ahead. Data never touch the disk. Every array read back is
-decoded under limits (:mod:`harness.scoring.decode`: header checked against the expected shape before
-allocating; file type, size, dtype, finiteness); any failure is the candidate's. The whole evaluation
-shares the variant's wall-clock budget; running out is a timeout. ``environments/kuairec/README.md``
-says what a process running candidate code can and cannot be held to.
+Files: the scorer's own (candidate source, driver, checkpoint) go into a fresh directory the
+sandbox user cannot write; the test phase's outputs into a fresh, unpredictably named directory
+created just before it starts, so nothing can be planted ahead. Data never touch the disk. Every
+array read back (files or socket) is decoded under limits (header checked against the expected
+shape before allocating; dtype, size, finiteness); any failure is the candidate's. The whole
+evaluation shares the variant's wall-clock budget; running out is a timeout.
+``environments/kuairec/README.md`` says what a process running candidate code can and cannot be
+held to.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import io
 import json
 import math
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +47,17 @@ import numpy as np
 
 from harness.envs.data import expected_sha256
 from harness.envs.secret import heldout_seed
-from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
+from harness.evaluation.errors import CandidateInvalid, CandidateTimeout
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
 from harness.scoring.device import choose_device
 from harness.scoring.exchange import ExchangeDir
 
 from .data import Sequences, Split, load_kuairec, split, synthetic_sequences
 from .metrics import ranking_metrics, ranks
+from .trainer import NO_CUDA_EXIT, RULE_EXIT, Limits, TrustedTrainer, checkpoint_file, verdict
 
 DRIVER_FILE = Path(__file__).resolve().with_name("sandbox_driver.py")
-RULE_EXIT = 3  # sandbox_driver's exit code for a broken rule
-NO_CUDA_EXIT = 4  # sandbox_driver: the scorer asked for CUDA, the sandbox has none
-_REASON_CAP = 1500
+__all__ = ["NO_CUDA_EXIT", "RULE_EXIT", "KuaiRecScorer"]
 PROTOCOL_KEYS = (
     "embedding_dim",
     "max_seq_len",
@@ -142,6 +145,16 @@ class KuaiRecScorer(Scorer):
         # hostile reply can make the trusted side allocate to a small multiple of an honest one.
         self.max_rep_bytes = 4 * users * 4 * d
         self.max_item_bytes = 4 * items * 4 * d
+        self.limits = Limits(
+            users=users,
+            items=items,
+            max_rep_bytes=self.max_rep_bytes,
+            max_item_bytes=self.max_item_bytes,
+            max_state_bytes=self.checkpoint_bytes,
+            lr=float(p["lr"]),
+            weight_decay=float(p["weight_decay"]),
+            allowed=dict(p["allowed_hyperparameters"]),
+        )
 
     def _run(
         self,
@@ -157,20 +170,8 @@ class KuaiRecScorer(Scorer):
             raise CandidateTimeout(f"no time left to {what}")
         argv = ["{python}", "-I", "-B", f"{ex.name}/sandbox_driver.py", *argv]
         res = candidate.run(argv, _frame(json.dumps(self.protocol).encode()) + stdin, timeout=timeout)
-        stderr = res.stderr.decode("utf-8", errors="replace").strip()
-        if res.timed_out:
-            raise CandidateTimeout(f"{what} hit the {res.limit or 'wall'} limit ({timeout:.0f} s left)")
-        if res.returncode == NO_CUDA_EXIT:
-            # Not infra_error: the exit code comes from the sandbox, which the candidate controls.
-            raise CandidateError(
-                f"{what}: {stderr[-_REASON_CAP:]} (the sandbox has no GPU access: run `bench doctor --gpu`)"
-            )
-        if res.returncode == RULE_EXIT:
-            last = stderr.splitlines()[-1] if stderr else "rule 'output'"
-            raise CandidateInvalid(last[:_REASON_CAP])
-        if res.returncode != 0:
-            raise CandidateError(f"{what} failed (exit code {res.returncode}): {stderr[-_REASON_CAP:]}")
-        return float(res.seconds)
+        # Not infra_error whatever the exit: it comes from the sandbox, which the candidate controls.
+        return verdict(res, what, timeout)
 
     def _arrays(
         self, out: ExchangeDir, reps_name: str, items_name: str, users: int
@@ -191,8 +192,49 @@ class KuaiRecScorer(Scorer):
         code.write_new("sandbox_driver.py", self.driver_source)
         return code
 
+    def _train(
+        self, candidate: CandidateRuntime, code: ExchangeDir
+    ) -> tuple[int, dict[str, float], tuple[np.ndarray, np.ndarray], dict[str, Any], float]:
+        """Trusted training (:class:`.trainer.TrustedTrainer`) and epoch selection on validation.
+
+        Returns:
+            The best epoch, its validation metrics, its validation outputs, its trusted state
+            (the checkpoint) and the training's wall seconds (trusted clock).
+        """
+        s, p = self.split, self.params
+        argv = ["{python}", "-I", "-B", f"{code.name}/sandbox_driver.py", "train"]
+        stdin = _frame(json.dumps(self.protocol).encode()) + _frame(self.train_npz)
+        t0 = time.perf_counter()
+        best_epoch, best_val = 0, -math.inf
+        best_metrics: dict[str, float] = {}
+        best_outputs: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
+        best_state: dict[str, Any] = {}
+        with TrustedTrainer(candidate, argv, stdin, self.limits) as trainer:
+            rng = np.random.default_rng(int(p["seed"]))
+            lengths = np.diff(s.train.offsets)
+            trainable = np.flatnonzero(lengths >= 2)
+            step, bs = 0, int(p["batch_size"])
+            for epoch in range(1, int(p["epochs"]) + 1):
+                users = np.repeat(trainable, int(p["samples_per_user"]))
+                # A cut c in [1, L-1]: history s[:c] predicts s[c].
+                cuts = (rng.random(users.shape[0]) * (lengths[users] - 1)).astype(np.int64) + 1
+                order = rng.permutation(users.shape[0])
+                users, cuts = users[order], cuts[order]
+                for a in range(0, users.shape[0], bs):
+                    u, c = users[a : a + bs], cuts[a : a + bs]
+                    neg = rng.integers(1, s.train.num_items + 1, size=(len(u), int(p["negatives"])))
+                    step += 1
+                    trainer.step(step, int(p["seed"]) * 1_000_003 + step, u, c, neg)
+                reps, emb = trainer.represent(epoch)
+                m = ranking_metrics(ranks(reps, emb, s.train.offsets, s.train.items, s.val_target))
+                if m["combined"] > best_val:
+                    best_epoch, best_val = epoch, m["combined"]
+                    best_metrics, best_outputs, best_state = m, (reps, emb), trainer.state()
+            trainer.finish()
+        return best_epoch, best_metrics, best_outputs, best_state, time.perf_counter() - t0
+
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
-        """Train, select the epoch on validation, test (see module docstring).
+        """Train (trusted optimiser), select the epoch on validation, test (see module docstring).
 
         Raises:
             CandidateInvalid: A rule is broken, or the tested model's validation metric differs
@@ -206,25 +248,12 @@ class KuaiRecScorer(Scorer):
         dirs: list[ExchangeDir] = []
         try:
             code = self._code_dir(candidate, workdir, dirs)
-            train_out = ExchangeDir(workdir, "kuairec-train")
-            dirs.append(train_out)
-            train_seconds = self._run(
-                candidate, code, ["train", train_out.name], _frame(self.train_npz), "training"
-            )
-            best_epoch, best_val = 0, -math.inf
-            best_outputs: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
-            val_metrics: dict[str, float] = {}
-            for epoch in range(1, int(self.params["epochs"]) + 1):
-                reps, emb = self._arrays(train_out, f"val_reps_{epoch}.npy", f"items_{epoch}.npy", users)
-                m = ranking_metrics(ranks(reps, emb, s.train.offsets, s.train.items, s.val_target))
-                if m["combined"] > best_val:
-                    best_epoch, best_val, val_metrics = epoch, m["combined"], m
-                    best_outputs = (reps, emb)
-            # Made now, after every training process is gone: nothing can be planted in them (a fresh
-            # copy of the code too, in case the sandbox user could write the first one). The chosen
-            # checkpoint is copied in, streamed (the scorer never holds it).
+            best_epoch, val_metrics, best_outputs, state, train_seconds = self._train(candidate, code)
+            best_val = val_metrics["combined"]
+            # Made now, after every training process is gone: nothing can be planted in it. The
+            # checkpoint is the trusted state, never bytes a sandbox wrote.
             code = self._code_dir(candidate, workdir, dirs)
-            train_out.copy_to(f"ckpt_{best_epoch}.pt", code, "checkpoint.pt", self.checkpoint_bytes)
+            code.write_new("checkpoint.pt", checkpoint_file(state))
             test_out = ExchangeDir(workdir, "kuairec-test")
             dirs.append(test_out)
             stdin = _frame(self.train_npz) + _frame(self.test_npz)

@@ -1,7 +1,9 @@
 # hack: finds the scorer's optimiser through the garbage collector from inside forward and leaves
 # lr and weight decay alone (the two settings the driver compared) but sets eps to 1e-2 and
 # betas to (0.0, 0.5): other steps than the protocol's, invisible to an lr check
-# expect: invalid
+# Since issue 30 the optimiser lives in the trusted scorer: the sandbox holds none to find, and
+# the candidate's settings cannot change a step (ok with the honest score, or invalid).
+# expect: invalid | no-gain
 # reason: rule 'protocol'
 # base: initial-program
 import gc

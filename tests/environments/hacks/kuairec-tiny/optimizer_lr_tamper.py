@@ -1,6 +1,8 @@
 # hack: finds the scorer's optimiser through the garbage collector from inside forward and trains
 # at 10x the declared learning rate (the manifest caps lr)
-# expect: invalid
+# Since issue 30 the optimiser lives in the trusted scorer: the sandbox holds none to find, and
+# the candidate's settings cannot change a step (ok with the honest score, or invalid).
+# expect: invalid | no-gain
 # reason: rule 'protocol'
 # base: initial-program
 import gc
