@@ -26,6 +26,7 @@ from harness.envs.manifest import Hardware
 
 from .gpus import GpuAccess, gpu_access, gpu_binds, unshared_gpu_env
 from .limits import data_rlimit
+from .toolchain import SANDBOX_USER, cuda_home, interpreter_bin
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,18 @@ def shim_dir() -> Path:
 
 
 def candidate_env(cpus: float, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """An allow-listed environment for candidates: no keys, tokens or credentials can pass."""
+    """An allow-listed environment for candidates: no keys, tokens or credentials can pass.
+
+    ``PATH`` holds the system's directories and this interpreter's (where pip puts ``ninja``, which
+    ``torch.utils.cpp_extension.load_inline`` needs); GPU variants add the CUDA toolkit's
+    (:func:`sandbox_env`).
+    """
     threads = str(max(1, int(cpus)))
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"/usr/local/bin:/usr/bin:/bin:{interpreter_bin()}",
         "HOME": SANDBOX_WORKDIR,
+        "USER": SANDBOX_USER,
+        "LOGNAME": SANDBOX_USER,
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "PYTHONHASHSEED": "0",
@@ -162,7 +170,12 @@ def sandbox_env(hw: Hardware, uid: int) -> dict[str, str]:
     # bwrap binds only the assigned nodes and a container holds only its own GPUs: the candidate
     # sees them as 0..k-1. Elsewhere every GPU is visible and host numbers select them.
     extra = access.env if level in ("bwrap", "container") else unshared_gpu_env(access)
-    return candidate_env(hw.cpus, extra)
+    env = candidate_env(hw.cpus, extra)
+    home = cuda_home()
+    if home is not None:  # nvcc for load_inline / cpp_extension builds (bound by bwrap_prefix)
+        env["CUDA_HOME"] = home
+        env["PATH"] += f":{home}/bin"
+    return env
 
 
 def rlimits(hw: Hardware, cpu_seconds: float | None = None, memory_mb: int | None = None) -> dict[str, int]:
@@ -322,6 +335,9 @@ def bwrap_prefix(
     if gpus is not None:
         for flag, src, dest in gpu_binds(gpus, dev_root):
             layout.bind(flag, src, dest)
+        home = cuda_home()
+        if home is not None and not Path(home).resolve().is_relative_to("/usr"):
+            layout.bind("--ro-bind", str(Path(home).resolve()), home)  # the toolkit, for nvcc
     if workdir is not None and fresh is None:
         layout.bind("--bind", str(workdir), SANDBOX_WORKDIR)
     else:
