@@ -27,7 +27,8 @@ class BatchPlan:
     settle_requests: int = 10
     """Extra timed requests a case may take, beyond its stop rule, for ``reps`` to settle."""
     min_requests: int = 5
-    """Timed requests of the final size a case needs (its trusted bound is their fastest)."""
+    """Timed requests of the final size a case needs (its trusted bound is their fastest), with or
+    without batching."""
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> BatchPlan:
@@ -89,7 +90,9 @@ class BatchRun:
         """Whether to make another timed request, given whether the stop rule is satisfied."""
         if not stop_done:
             return True
-        enough = self.settled and (self.at_reps >= self.plan.min_requests or self.plan.target_s <= 0)
+        # Unbatched too (GPU): a case never closes on fewer than ``min_requests`` requests of its
+        # final size, the group whose minima make the round-trip bound.
+        enough = self.settled and self.at_reps >= self.plan.min_requests
         if enough or self.extra >= self.plan.settle_requests:
             return False
         self.extra += 1

@@ -13,6 +13,8 @@ transport floor, and a case's fastest call minus it bounds the kernel's time fro
 from __future__ import annotations
 
 import json
+import math
+import os
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from harness.evaluation.errors import InfraError
+from harness.sandbox.limits.cpu import settle, thread_cpu_ns
 
 from . import driver as wire
 
@@ -43,16 +46,34 @@ class Overhead:
     """Echo round trips measured."""
 
 
+@dataclass(frozen=True)
+class Echo:
+    """One echo of a request, made right after the real call."""
+
+    round_trip: float
+    """Trusted wall time of the echo's round trip (seconds)."""
+    cpu: float
+    """CPU seconds the echo process used for it (all its threads; NaN where unmeasurable): the
+    driver's own per-request work, measured the way the sandbox's cgroup counter measures."""
+
+
 class EchoCalibrator:
     """One trusted echo process and the overheads measured with it (use as a context manager)."""
 
-    def __init__(self, params: dict[str, Any], reps: int = 7, quantile: float = 0.8) -> None:
+    def __init__(
+        self,
+        params: dict[str, Any],
+        reps: int = 7,
+        quantile: float = 0.8,
+        cpus: tuple[int, ...] | None = None,
+    ) -> None:
         """Start the echo process (its answers are awaited lazily, at the first calibration).
 
         Args:
             params: The driver parameters (device, threads, mutable), as the candidate's driver gets.
             reps: Echo round trips per request signature.
             quantile: Which order statistic of them counts as ``Overhead.hi``.
+            cpus: Pin the echo to these CPUs (ones the sandbox cannot use), or None.
 
         Raises:
             InfraError: The process could not be started.
@@ -81,6 +102,7 @@ class EchoCalibrator:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
             )
         except OSError as e:
             mine.close()
@@ -148,16 +170,21 @@ class EchoCalibrator:
         hi = trips[min(len(trips) - 1, round(self.quantile * (len(trips) - 1)))]
         return Overhead(hi, trips[0], len(trips))
 
-    def pair(self, header: dict[str, Any], arrays: list[tuple[str, np.ndarray]]) -> float:
-        """One more echo round trip of this request, returned.
+    def pair(self, header: dict[str, Any], arrays: list[tuple[str, np.ndarray]]) -> Echo:
+        """One more echo of this request: its round trip and the CPU the echo used for it.
 
         Made right after the real call, so that both see the same machine load.
 
         Raises:
             InfraError: The echo process failed.
         """
+        settle(self.proc.pid)  # idle in recv: its counters are exact
+        c0 = thread_cpu_ns(self.proc.pid)
         self.overhead(header, arrays, more=1)
-        return self._latest[self._key(header, arrays)]
+        settle(self.proc.pid)  # back in recv after sending the reply
+        c1 = thread_cpu_ns(self.proc.pid)
+        cpu = (c1 - c0) / 1e9 if c0 is not None and c1 is not None else math.nan
+        return Echo(self._latest[self._key(header, arrays)], cpu)
 
     def _stderr(self) -> str:
         if self.proc.poll() is None or self.proc.stderr is None:

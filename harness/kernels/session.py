@@ -20,21 +20,32 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
+from harness.sandbox.limits.cpu import GroupCpu, group_cpu_possible, settle
 from harness.scoring.api import CandidateRuntime, ExecResult
 from harness.scoring.exchange import ExchangeDir
 
 from . import driver as wire
-from .calibrate import DRIVER_FILE, EchoCalibrator, Overhead
+from .calibrate import DRIVER_FILE, Echo, EchoCalibrator, Overhead
 from .checks import TensorOut
+from .timing import CallTiming, CaseBound, peer_pid, split_cpus
 
 _REASON_CAP = 2000
+
+
+def _quota(msg: str) -> str:
+    """``msg``, naming the disk quota when a write of the candidate's ran out of space (ENOSPC)."""
+    if "[Errno 28]" in msg or "No space left on device" in msg:
+        return f"{msg} (the candidate's disk quota, hardware.disk_mb, is full)"
+    return msg
+
+
 _DECODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, RecursionError, MemoryError, OverflowError)
 
 OutSpec = tuple[str, tuple[int, ...]]
@@ -68,6 +79,10 @@ class DriverParams:
     """A case is suspect while its median report is under this fraction of its trusted bound."""
     confirm_calls: int = 10
     """Extra timed calls at most while a case looks :meth:`KernelSession.suspect` (noise clears)."""
+    os_clock: bool = True
+    """On CPU, count the CPU time the sandbox's cgroup used (:class:`CaseBound`, ``os_cpu``)."""
+    pin_echo: bool = True
+    """Where the round-trip bound counts, run the echo on a CPU the sandbox cannot use."""
 
     def driver_json(self) -> dict[str, Any]:
         """What ``params.json`` holds (the driver's and the echo's view)."""
@@ -78,68 +93,6 @@ class DriverParams:
             "mutable": list(self.mutable),
             "threads": self.threads,
         }
-
-
-@dataclass(frozen=True)
-class CallTiming:
-    """Times of one call: the sandbox's own figure and what the trusted side measured."""
-
-    seconds: float
-    """The sandbox's figure per call (CUDA event time on GPU, host ``perf_counter`` time on CPU,
-    divided by ``reps``): a hint, averaged per case and then raised to the case's trusted bound
-    (:class:`CaseBound`)."""
-    host_seconds: float
-    """Host time bracketing the request's calls inside the sandbox (as reported, all reps)."""
-    round_trip: float
-    """Trusted-side wall time of the whole request (transfer and all reps included)."""
-    overhead_hi: float
-    """High quantile of the calibrated echo round trips (0 for an untimed call)."""
-    overhead_lo: float
-    """Fastest calibrated echo round trip, the transport floor (0 for an untimed call)."""
-    echo: float
-    """Trusted echo round trip of the same request made right after this call, under the same
-    machine load (0 for an untimed call)."""
-    cpu: bool
-    """Whether ``seconds`` is a CPU time."""
-    reps: int = 1
-    """Calls in the request (distinct input sets run back to back under one clock)."""
-
-    @property
-    def lower(self) -> float:
-        """Per-call trusted bound ``max(0, round_trip - overhead_hi) / reps`` (0 untimed; noisy)."""
-        return max(0.0, self.round_trip - self.overhead_hi) / self.reps if self.overhead_hi > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class CaseBound:
-    """The trusted lower bound of one benchmark case's per-call time."""
-
-    lower: float
-    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin) / reps`` over the case's
-    requests of ``reps`` calls and the echoes made right after each: both sample the same stretch
-    of load and noise only adds, so the minima bound the kernel's fastest call from below,
-    whatever the sandbox reports (over the case's requests of the largest size)."""
-    fastest_round_trip: float
-    """Fastest timed round trip of the case's requests of ``reps`` calls."""
-    overhead_lo: float
-    """Fastest of the echoes made right after those requests (the transport floor)."""
-    reported_median: float
-    """Median of the sandbox's reported per-call times in those requests."""
-    calls: int
-    """Timed requests of ``reps`` calls in the case."""
-    reps: int = 1
-    """Calls per request of the case's largest requests (the ones ``lower`` comes from)."""
-    times: tuple[float, ...] = ()
-    """The sandbox's per-call seconds of those requests (smaller, earlier ones are warm-up)."""
-
-    def mean(self, times: Sequence[float]) -> tuple[float, str]:
-        """The case's counted mean: ``max(mean(times), lower)``, and which figure it is.
-
-        Raises:
-            ValueError: ``times`` is empty.
-        """
-        m = statistics.fmean(times)
-        return (m, "reported") if m >= self.lower else (self.lower, "round-trip")
 
 
 @dataclass
@@ -156,6 +109,18 @@ class KernelSession:
     _sock: socket.socket | None = field(default=None, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
     _result: list[ExecResult | BaseException] = field(default_factory=list, init=False)
+    _cpu: GroupCpu | None = field(default=None, init=False)
+    _cpu0: int | None = field(default=None, init=False)
+    _win_from: int = field(default=0, init=False)
+    _cpu0_first: int | None = field(default=None, init=False)
+    _win_first: int = field(default=0, init=False)
+    _pid: int | None = field(default=None, init=False)
+    _sandbox_cpus: tuple[int, ...] | None = field(default=None, init=False)
+
+    @property
+    def os_clock(self) -> bool:
+        """Whether this session counts OS-measured CPU time (a cgroup counter was found)."""
+        return self._cpu is not None
 
     def __enter__(self) -> KernelSession:
         """Start the driver and wait until it has loaded the candidate.
@@ -169,8 +134,14 @@ class KernelSession:
         ex.write_new("candidate.py", c.source.encode("utf-8"))
         ex.write_new("kernel_driver.py", DRIVER_FILE.read_bytes())
         ex.write_new("params.json", json.dumps(self.params.driver_json()).encode())
+        # Where the round-trip bound will count (GPU, or no cgroup counter here), the echo gets a
+        # CPU of its own: a candidate's processes cannot load it to inflate the transport floor.
+        want_os = self.params.os_clock and self.params.device == "cpu"
+        echo_cpus = None
+        if self.params.pin_echo and not (want_os and group_cpu_possible()):
+            echo_cpus, self._sandbox_cpus = split_cpus()
         # Started now so that its start-up overlaps the sandbox's; awaited at the first timed call.
-        self._echo = EchoCalibrator(self.params.driver_json(), self.params.calibration_reps)
+        self._echo = EchoCalibrator(self.params.driver_json(), self.params.calibration_reps, cpus=echo_cpus)
         path = Path(c.workdir) / ex.name / "s"
         lst = self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lst.bind(str(path))
@@ -188,9 +159,13 @@ class KernelSession:
                     self._fail("starting the driver")
         lst.close()
         os.unlink(path)  # nobody else can connect now
+        if want_os:
+            # The peer is the driver, before any candidate code ran: its cgroup is the sandbox's.
+            self._pid = peer_pid(self._sock)
+            self._cpu = GroupCpu.of_pid(self._pid) if self._pid else None
         header = self._recv_header(c.remaining() + 5.0, "loading the program")
         if header.get("type") != "ready":
-            raise CandidateError(str(header.get("message", "the driver did not start"))[:_REASON_CAP])
+            raise CandidateError(_quota(str(header.get("message", "the driver did not start"))[:_REASON_CAP]))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -198,10 +173,16 @@ class KernelSession:
         self.close()
 
     def _run(self, name: str, timeout: float) -> None:
+        # ``active_seconds`` (never binding before the wall ``timeout``) gives the tree a CPU
+        # counter of its own (``CaseClock``), read live by :meth:`case_bound` on CPU.
+        kw: dict[str, Any] = {}
+        if self.params.os_clock and self.params.device == "cpu":
+            kw["active_seconds"] = timeout
+        if self._sandbox_cpus:
+            kw["cpus"] = self._sandbox_cpus
         try:
-            self._result.append(
-                self.candidate.run(["{python}", "-I", "-B", f"{name}/kernel_driver.py"], timeout=timeout)
-            )
+            argv = ["{python}", "-I", "-B", f"{name}/kernel_driver.py"]
+            self._result.append(self.candidate.run(argv, timeout=timeout, **kw))
         except BaseException as e:  # handed to the scorer's thread by _fail
             self._result.append(e)
 
@@ -219,7 +200,8 @@ class KernelSession:
             raise CandidateTimeout(f"{what}: hit the {res.limit or 'wall'} limit")
         if res.returncode == wire.RULE_EXIT:
             raise CandidateInvalid((stderr.splitlines()[-1] if stderr else "rule broken")[:_REASON_CAP])
-        raise CandidateError(f"{what}: driver exited with code {res.returncode}: {stderr[-_REASON_CAP:]}")
+        msg = f"{what}: driver exited with code {res.returncode}: {stderr[-_REASON_CAP:]}"
+        raise CandidateError(_quota(msg))
 
     def _recv_header(self, timeout: float, what: str) -> dict[str, Any]:
         """The next reply's header; a non-``result`` reply may carry no arrays.
@@ -273,7 +255,7 @@ class KernelSession:
         header = self._recv_header(self.candidate.remaining() + 5.0, "constructing the model")
         if header.get("type") != "ready":
             msg = f"constructing the model: {header.get('message')}\n{header.get('traceback', '')}"
-            raise CandidateError(msg[-_REASON_CAP:])
+            raise CandidateError(_quota(msg[-_REASON_CAP:]))
 
     def call(
         self, args: Any, what: str, expect: Sequence[OutSpec], timed: bool = True
@@ -326,6 +308,15 @@ class KernelSession:
         if timed:
             assert self._echo is not None
             oh = self._echo.overhead(request, arrays)
+        c0 = self._read_cpu()
+        # The case's window starts after the first request of its largest size so far (that one
+        # pays the new size's first touch, which the echo's calibration keeps out of its own
+        # figure): from there everything the sandbox's tree uses (deferred work, forked helpers)
+        # counts, until the case closes. Ramp-up requests of smaller sizes never count, so how many
+        # requests a case takes does not move the per-call figure.
+        bigger = timed and (not self._timed or len(calls) > max(c.reps for c in self._timed))
+        if bigger:
+            self._cpu0_first, self._win_first, self._cpu0 = c0, len(self._timed), None
         t0 = time.perf_counter()
         self._send(request, arrays, what)
         header = self._recv_header(self.candidate.remaining() + 5.0, what)
@@ -334,7 +325,7 @@ class KernelSession:
             raise CandidateInvalid(str(header.get("message"))[:_REASON_CAP])
         if kind == "error":
             msg = f"{what}: {header.get('message')}\n{header.get('traceback', '')}"
-            raise CandidateError(msg[-_REASON_CAP:])
+            raise CandidateError(_quota(msg[-_REASON_CAP:]))
         if kind != "result":
             raise CandidateError(f"{what}: unexpected reply from the sandbox")
         specs = wire.array_specs(header)  # validated by _recv_header
@@ -345,6 +336,8 @@ class KernelSession:
             )
         out_arrays = self._recv_arrays(specs, what)
         round_trip = time.perf_counter() - t0
+        c1 = self._read_cpu()
+        req_cpu = (c1 - c0) / 1e9 if c0 is not None and c1 is not None else math.nan
         try:
             host = float(header["host"])
             event = None if header.get("event") is None else float(header["event"])
@@ -355,14 +348,16 @@ class KernelSession:
             raise CandidateError(
                 f"{what}: malformed reply from the sandbox: {type(e).__name__}: {e}"
             ) from None
-        echo = self._echo.pair(request, arrays) if timed and self._echo is not None else 0.0
-        timing = self._timing(host, event, round_trip, oh, echo, len(calls))
+        echo = self._echo.pair(request, arrays) if timed and self._echo is not None else Echo(0.0, 0.0)
+        timing = replace(self._timing(host, event, round_trip, oh, echo, len(calls)), cpu_used=req_cpu)
         if timed:
             self._timed.append(timing)
+            if bigger:
+                self._cpu0, self._win_from = c1, len(self._timed)
         return outs, timing
 
     def _timing(
-        self, host: float, event: float | None, round_trip: float, oh: Overhead, echo: float, reps: int
+        self, host: float, event: float | None, round_trip: float, oh: Overhead, echo: Echo, reps: int
     ) -> CallTiming:
         if not (math.isfinite(host) and 0.0 <= host <= round_trip):
             raise CandidateInvalid(
@@ -372,7 +367,9 @@ class KernelSession:
         if event is not None and not (math.isfinite(event) and 0.0 <= event <= host):
             raise CandidateInvalid(f"rule 'timing': event time {event:.6g} s exceeds host time {host:.6g} s")
         reported = host if event is None else event
-        return CallTiming(reported / reps, host, round_trip, oh.hi, oh.lo, echo, event is None, reps)
+        return CallTiming(
+            reported / reps, host, round_trip, oh.hi, oh.lo, echo.round_trip, event is None, reps, echo.cpu
+        )
 
     def case_bound(self) -> CaseBound:
         """The trusted bound over the current case's timed calls so far.
@@ -391,10 +388,51 @@ class KernelSession:
         reps = max(c.reps for c in self._timed)
         group = [c for c in self._timed if c.reps == reps]
         fastest = min(c.round_trip for c in group)
-        floor = min(c.echo for c in group)
+        # The floor is the fastest echo of this request signature over the whole evaluation so
+        # far (``overhead_lo``: calibration echoes included), not only the case's own window.
+        calibrated = min((c.overhead_lo for c in group if c.overhead_lo > 0), default=math.inf)
+        floor = min(min(c.echo for c in group), calibrated)
         lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s) / reps
         rep = statistics.median(c.seconds for c in group)
-        return CaseBound(lower, fastest, floor, rep, len(group), reps, tuple(c.seconds for c in group))
+        b = CaseBound(lower, fastest, floor, rep, len(group), reps, tuple(c.seconds for c in group))
+        return self._os_figure(b)
+
+    def _read_cpu(self) -> int | None:
+        """The sandbox's cgroup CPU counter (ns), read once the driver idles (exact then)."""
+        if self._cpu is None:
+            return None
+        if self._pid:
+            settle(self._pid)  # a busy tree (burners) is read as is: it lags by a tick at most
+        return self._cpu.read_ns()
+
+    def _os_figure(self, b: CaseBound) -> CaseBound:
+        """``b`` with the OS-measured per-call CPU time, where the cgroup counter answers.
+
+        The sandbox's CPU over the case's window (from the reply to the first request of its
+        largest size to now: work deferred between calls and forked helpers included; CPU sums over
+        threads) less the CPU the trusted echo spent on the same requests (the driver's transport
+        work), per kernel call of those requests.
+        """
+        if self._cpu is None or self._cpu0_first is None:
+            return b
+        start, first = self._cpu0, self._win_from
+        if start is None or first >= len(self._timed):  # no request after the first of the size yet
+            start, first = self._cpu0_first, self._win_first
+        win = self._timed[first:]
+        now = self._read_cpu()
+        # The echo's CPU per request size: the median of its pairs (one preempted, cache-cold echo
+        # must not move it), times the requests of that size.
+        sizes = {c.reps for c in win}
+        echo = math.fsum(
+            statistics.median(c.echo_cpu for c in win if c.reps == r) * sum(1 for c in win if c.reps == r)
+            for r in sizes
+        )
+        if now is None or not all(math.isfinite(c.echo_cpu) for c in win):
+            return b
+        window = (now - start) / 1e9
+        calls = sum(c.reps for c in win)
+        os_cpu = max(0.0, window - echo) / calls
+        return replace(b, os_cpu=os_cpu, os_calls=calls, window_cpu=window, echo_cpu=echo)
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
@@ -405,7 +443,10 @@ class KernelSession:
         """
         b = self.case_bound()
         p = self.params
-        return b.lower > p.timing_floor_s and b.reported_median < p.suspect_ratio * b.lower
+        # With an OS figure a low report gains nothing (the figure counts), but one far under it
+        # is still a lie worth a clear verdict.
+        ref = b.os_cpu if b.os_cpu is not None else b.lower
+        return ref > p.timing_floor_s and b.reported_median < p.suspect_ratio * ref
 
     def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
         """Confirm a suspect case with up to ``confirm_calls`` more calls, then close it.
@@ -446,7 +487,14 @@ class KernelSession:
         """
         bound = self.case_bound()
         bad = self.suspect()
-        self._timed = []
+        self._timed, self._cpu0, self._cpu0_first = [], None, None
+        if bad and bound.os_cpu is not None:
+            raise CandidateInvalid(
+                f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
+                f"per call, but its process tree used {bound.os_cpu * 1e6:.1f} us of CPU per call "
+                f"({bound.window_cpu * 1e3:.2f} ms over {bound.os_calls} calls, less the trusted "
+                f"echo's {bound.echo_cpu * 1e3:.2f} ms for the same requests)"
+            )
         if bad:
             raise CandidateInvalid(
                 f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "

@@ -138,3 +138,107 @@ class CaseClock:
         if self._own is not None:
             _empty_and_remove(self._own)
             self._own = None
+
+
+def thread_cpu_ns(pid: int) -> int | None:
+    """CPU nanoseconds of every thread of ``pid`` (``/proc/<pid>/task/*/schedstat``), or None.
+
+    The scheduler's own run-time counter, the one a cgroup's CPU counter sums: for a trusted
+    process that forks nothing (the kernel families' echo) it is the same measurement as
+    :class:`GroupCpu` on a sandboxed tree. Threads that already exited are not counted.
+    """
+    total, seen = 0, False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total if seen else None
+
+
+class GroupCpu:
+    """Live CPU counter of the per-candidate cgroup a (sandboxed) process is in.
+
+    Found from the process's ``/proc/<pid>/cgroup``: a v1 ``cpuacct`` group (``cpuacct.usage``,
+    nanoseconds; made by :class:`CaseClock`) or else its v2 group (``cpu.stat`` ``usage_usec``).
+    Only a group the harness made for one candidate counts (its name starts with ``PREFIX.`` and
+    it is not this process's own group): a shared group would count other work.
+    """
+
+    def __init__(self, path: Path, version: int) -> None:
+        """Bind the group directory (``version`` 1: ``cpuacct.usage``, 2: ``cpu.stat``)."""
+        self.path, self.version = path, version
+
+    @classmethod
+    def of_pid(cls, pid: int) -> GroupCpu | None:
+        """The counter of ``pid``'s own candidate group, or None where there is none."""
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        mounts = _mounts()
+        v1 = {opt: mp for mp, kind, opts in mounts if kind == "cgroup" for opt in opts}
+        v2 = [mp for mp, kind, _ in mounts if kind == "cgroup2"]
+        own = _own_paths()
+        found: list[GroupCpu] = []
+        for line in lines:
+            try:
+                _, controllers, path = line.split(":", 2)
+            except ValueError:
+                continue
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            if not name.startswith(f"{PREFIX}."):
+                continue
+            if "cpuacct" in controllers.split(",") and "cpuacct" in v1:
+                if {c: p for cs, p in own.items() for c in cs.split(",")}.get("cpuacct") != path:
+                    found.insert(0, cls(Path(v1["cpuacct"]) / path.lstrip("/"), 1))
+            elif controllers == "" and v2 and own.get("") != path:
+                found.append(cls(Path(v2[0]) / path.lstrip("/"), 2))
+        for g in found:
+            if g.read_ns() is not None:
+                return g
+        return None
+
+    def read_ns(self) -> int | None:
+        """CPU nanoseconds the group's processes used so far (None once it is gone)."""
+        try:
+            if self.version == 1:
+                return int((self.path / "cpuacct.usage").read_text())
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) * 1000
+        except (OSError, ValueError):
+            return None
+        return None
+
+
+def group_cpu_possible() -> bool:
+    """Whether a sandboxed run can get a CPU counter of its own here (v1 cpuacct or v2 groups)."""
+    from .memory import detect_memory_mechanism
+
+    return cpuacct_parent() is not None or detect_memory_mechanism().kind == "cgroup-v2"
+
+
+def settle(pid: int, timeout: float = 0.02) -> bool:
+    """Wait (at most ``timeout`` s) until ``pid`` sleeps; whether it does (False: gone or busy).
+
+    A running task's CPU counters (``schedstat``, a cgroup's usage) lag by up to a scheduler tick
+    (4 ms here): they are exact once it has blocked, e.g. in ``recv`` after answering a request.
+    """
+    end = time.perf_counter() + timeout
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            state = stat[stat.rindex(")") + 2]
+        except (OSError, ValueError, IndexError):
+            return False
+        if state in "SDI":
+            return True
+        if time.perf_counter() >= end:
+            return False
+        time.sleep(0)

@@ -12,8 +12,20 @@ from harness.kernels.batch import BatchPlan
 def test_no_target_means_one_call_per_request() -> None:
     run = BatchPlan().start(1e-3)
     assert run.reps == 1 and run.settled
-    run.record(1, 1e-6)
-    assert run.reps == 1 and not run.more(stop_done=True) and run.more(stop_done=False)
+    for _ in range(BatchPlan().min_requests):
+        run.record(1, 1e-6)
+        assert run.reps == 1 and run.more(stop_done=False)
+    assert not run.more(stop_done=True)
+
+
+def test_unbatched_cases_close_on_at_least_min_requests() -> None:
+    """GPU cases (no batching) too: the round-trip bound's minima need a group of 5 requests."""
+    run = BatchPlan().start(1e-3)
+    made = 0
+    while run.more(stop_done=made >= 3):  # a stop rule satisfied after 3 requests
+        run.record(1, 1e-3)
+        made += 1
+    assert made == BatchPlan().min_requests
 
 
 def test_bad_parameters_are_refused() -> None:

@@ -1,7 +1,7 @@
 # hack: writes 1 GiB of files into its working directory (each file under the per-file limit) at
 # import, then runs the honest kernel: without a disk quota, parallel evaluations fill the host disk
 # expect: error
-# reason: No space left on device
+# reason: disk quota
 # base: initial-program
 import os as _os
 

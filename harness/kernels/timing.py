@@ -1,0 +1,147 @@
+"""What a kernel session measures, and from where: per-request timings, per-case figures.
+
+Two clocks, by device (see docs/trust-model.md, kernel timing):
+
+* CPU variants where the sandbox has a cgroup of its own: the OS-measured CPU time of the
+  sandbox's process tree over a case's whole timed phase, less the CPU the trusted echo spent on
+  the same requests (:attr:`CaseBound.os_cpu`). The candidate's report is never counted: it is
+  shown, and one under ``suspect_ratio`` of the OS figure is flagged ``invalid``.
+* GPU, or no cgroup counter here: the reported time, bounded below by the trusted round trip minus
+  the fastest echo of the same request signature (:attr:`CaseBound.lower`); the echo then runs on
+  a CPU the sandbox cannot use (:func:`split_cpus`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import statistics
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """Times of one call: the sandbox's own figure and what the trusted side measured."""
+
+    seconds: float
+    """The sandbox's figure per call (CUDA event time on GPU, host ``perf_counter`` time on CPU,
+    divided by ``reps``): a hint, averaged per case and then raised to the case's trusted bound
+    (:class:`CaseBound`)."""
+    host_seconds: float
+    """Host time bracketing the request's calls inside the sandbox (as reported, all reps)."""
+    round_trip: float
+    """Trusted-side wall time of the whole request (transfer and all reps included)."""
+    overhead_hi: float
+    """High quantile of the calibrated echo round trips (0 for an untimed call)."""
+    overhead_lo: float
+    """Fastest calibrated echo round trip, the transport floor (0 for an untimed call)."""
+    echo: float
+    """Trusted echo round trip of the same request made right after this call, under the same
+    machine load (0 for an untimed call)."""
+    cpu: bool
+    """Whether ``seconds`` is a CPU time."""
+    reps: int = 1
+    """Calls in the request (distinct input sets run back to back under one clock)."""
+    echo_cpu: float = 0.0
+    """CPU seconds the trusted echo used for the same request (NaN: unmeasured; 0 untimed)."""
+    cpu_used: float = math.nan
+    """CPU seconds the sandbox's tree used between sending the request and its reply (NaN
+    without a cgroup counter). Steers batching only: work deferred past the reply is counted by
+    the case's window (:class:`CaseBound`), not here."""
+
+    @property
+    def batch_time(self) -> float:
+        """What batching measures a request by.
+
+        Its CPU where the OS counts it (load moves that far less than the round trip), else its
+        round trip.
+        """
+        return self.cpu_used if math.isfinite(self.cpu_used) else self.round_trip
+
+    @property
+    def lower(self) -> float:
+        """Per-call trusted bound ``max(0, round_trip - overhead_hi) / reps`` (0 untimed; noisy)."""
+        return max(0.0, self.round_trip - self.overhead_hi) / self.reps if self.overhead_hi > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class CaseBound:
+    """The trusted lower bound of one benchmark case's per-call time."""
+
+    lower: float
+    """``max(0, fastest round trip - (1 + slack) * fastest echo - margin) / reps`` over the case's
+    requests of ``reps`` calls and the echoes made right after each: both sample the same stretch
+    of load and noise only adds, so the minima bound the kernel's fastest call from below,
+    whatever the sandbox reports (over the case's requests of the largest size)."""
+    fastest_round_trip: float
+    """Fastest timed round trip of the case's requests of ``reps`` calls."""
+    overhead_lo: float
+    """Fastest of the echoes made right after those requests (the transport floor)."""
+    reported_median: float
+    """Median of the sandbox's reported per-call times in those requests."""
+    calls: int
+    """Timed requests of ``reps`` calls in the case."""
+    reps: int = 1
+    """Calls per request of the case's largest requests (the ones ``lower`` comes from)."""
+    times: tuple[float, ...] = ()
+    """The sandbox's per-call seconds of those requests (smaller, earlier ones are warm-up)."""
+    os_cpu: float | None = None
+    """CPU variants: the OS-measured time per call, ``(cgroup CPU over the case's timed phase -
+    the echo's CPU for the same requests) / calls``; None where no cgroup counter is available
+    (then the round-trip bound counts)."""
+    os_calls: int = 0
+    """Kernel calls the OS figure divides by: those of the window's requests (the case's largest
+    size, after the first request of that size)."""
+    window_cpu: float = 0.0
+    """CPU seconds the sandbox's cgroup used from the window's start (the reply to the first
+    request of the case's largest size) until now."""
+    echo_cpu: float = 0.0
+    """CPU seconds the trusted echo used for the same requests (per request size, the median of
+    its echoes times the requests of that size), subtracted from ``window_cpu``."""
+
+    @property
+    def clock(self) -> str:
+        """What the counted figure is: ``os-cpu`` or ``round-trip`` (the bound over a report)."""
+        return "os-cpu" if self.os_cpu is not None else "round-trip"
+
+    def mean(self, times: Sequence[float]) -> tuple[float, str]:
+        """The case's counted mean and which figure it is.
+
+        With an OS figure, that figure (the report only flags: see ``KernelSession.suspect``);
+        else ``max(mean(times), lower)``.
+
+        Raises:
+            ValueError: ``times`` is empty.
+        """
+        if self.os_cpu is not None:
+            return self.os_cpu, "os-cpu"
+        m = statistics.fmean(times)
+        return (m, "reported") if m >= self.lower else (self.lower, "round-trip")
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The connected peer's pid in this process's PID namespace (``SO_PEERCRED``), or None."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    pid = struct.unpack("3i", raw)[0]
+    return pid if pid > 0 else None
+
+
+def split_cpus() -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(echo CPUs, sandbox CPUs) where the round-trip bound counts.
+
+    The last CPU this process may use goes to the echo, the rest to the sandbox; (None, None)
+    with fewer than two.
+    """
+    try:
+        mine = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None, None
+    if len(mine) < 2:
+        return None, None
+    return (mine[-1],), tuple(mine[:-1])

@@ -1,0 +1,45 @@
+# hack: reports 0.1x and, after every reply, forks CPU burners that load the trusted echo's run
+# expect: no-gain | invalid
+# tolerance: 0.4
+# reason: rule 'timing'
+# base: initial-program
+import json
+import os
+import time
+
+_dumps = json.dumps
+_kids = []
+
+
+def _reap():
+    for pid in list(_kids):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _kids.remove(pid)
+
+
+def _burn(seconds):
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+    os._exit(0)
+
+
+def _scaled(obj, *a, **k):
+    if isinstance(obj, dict) and obj.get("type") == "result" and isinstance(obj.get("host"), float):
+        obj = {**obj, "host": obj["host"] * 0.1}
+        _reap()
+        for _ in range(2):  # one per core of the 2-core machine the red team used
+            if len(_kids) < 8:
+                pid = os.fork()
+                if pid == 0:
+                    _burn(0.004)  # about the echo's round trip: it runs right after this reply
+                _kids.append(pid)
+    return _dumps(obj, *a, **k)
+
+
+json.dumps = _scaled

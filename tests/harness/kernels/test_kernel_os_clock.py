@@ -1,0 +1,156 @@
+"""The OS-measured kernel time on CPU: the sandbox's cgroup CPU over a case, whatever is reported.
+
+The driver runs as a plain subprocess placed in a cpuacct / v2 group of its own (as the sandbox's
+``CaseClock`` places it), so the session finds its counter through the socket's peer. Candidates
+spin on their own CPU clock (``time.thread_time``), so the CPU they use does not depend on the
+machine's load; their reports are forged to 1 us.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from harness.evaluation.errors import CandidateInvalid
+from harness.kernels.session import DriverParams, KernelSession
+from harness.sandbox.limits.cpu import CaseClock, cpuacct_parent
+from harness.scoring.api import ExecResult
+
+SPIN_MS = 3.0
+CHILD_MS = 6.0
+
+# Spins SPIN_MS of its own CPU per call, reports 1 us (json.dumps is what the driver sends through);
+# FORK: after each reply a forked child spins CHILD_MS more while the scorer runs its echo.
+CANDIDATE = """
+import json, os, time
+_dumps = json.dumps
+def _lie(obj, *a, **k):
+    if isinstance(obj, dict) and obj.get("type") == "result":
+        obj = {**obj, "host": 1e-6}
+        if FORK and os.fork() == 0:
+            t = time.thread_time()
+            while time.thread_time() - t < CHILD_MS / 1e3:
+                pass
+            os._exit(0)
+    return _dumps(obj, *a, **k)
+json.dumps = _lie
+def custom_kernel(data):
+    t = time.thread_time()
+    while time.thread_time() - t < SPIN_MS / 1e3:
+        pass
+    return data[0] * 2.0
+"""
+
+
+class GroupRuntime:
+    """Runs the driver as a plain subprocess in a CPU-accounting cgroup of its own."""
+
+    def __init__(self, workdir: Path, source: str, group: bool = True) -> None:
+        self.workdir, self.source, self.group = workdir, source, group
+        self.deadline = time.monotonic() + 120.0
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def run(self, argv: list[str], stdin: bytes = b"", timeout: float | None = None, **kw: Any) -> ExecResult:
+        argv = [sys.executable if a == "{python}" else a for a in argv]
+        clock = CaseClock(None, None) if self.group else None
+        try:
+            p = subprocess.run(
+                argv,
+                cwd=self.workdir,
+                input=stdin,
+                capture_output=True,
+                timeout=timeout,
+                preexec_fn=clock.join if clock else None,
+            )
+            return ExecResult(p.returncode, p.stdout, p.stderr, 0.0, 0.0)
+        finally:
+            if clock:
+                clock.close()
+
+
+needs_cpuacct = pytest.mark.skipif(cpuacct_parent() is None, reason="no writable v1 cpuacct hierarchy")
+
+
+def _case(tmp_path: Path, fork: bool, group: bool = True, flag: bool = False) -> tuple[float, Any]:
+    src = f"FORK = {fork}\nSPIN_MS = {SPIN_MS}\nCHILD_MS = {CHILD_MS}\n" + CANDIDATE
+    # flag=False: no report is suspect, so the counted figure is seen (a 1 us report is flagged).
+    ratio = 0.5 if flag else 0.0
+    params = DriverParams(entry="custom_kernel", device="cpu", pin_echo=False, suspect_ratio=ratio)
+    x = torch.ones(4, 4)
+    with KernelSession(GroupRuntime(tmp_path, src, group), params) as s:  # type: ignore[arg-type]
+        s.call([x], "warm-up", [("float32", (4, 4))], timed=False)
+
+        def more() -> float:
+            return s.call_many([[x]] * 4, "call", [[("float32", (4, 4))]] * 4)[1].seconds
+
+        times = [more() for _ in range(6)]
+        assert s.os_clock is group
+        return s.close_case(times, more, "case")
+
+
+@needs_cpuacct
+def test_the_os_figure_counts_the_cpu_used_whatever_is_reported(tmp_path: Path) -> None:
+    mean, b = _case(tmp_path, fork=False)
+    assert b.clock == "os-cpu" and b.os_calls == 20  # the window: after the first request of 4 calls
+    assert b.reported_median < 1e-5  # the forged report
+    # 3 ms of CPU per call really spent: the OS figure sees it (less only the echo's transport work).
+    assert mean == b.os_cpu and mean >= 0.8 * SPIN_MS / 1e3, b
+
+
+@needs_cpuacct
+def test_a_report_far_under_the_os_figure_is_flagged(tmp_path: Path) -> None:
+    with pytest.raises(CandidateInvalid, match="rule 'timing'.*its process tree used"):
+        _case(tmp_path, fork=False, flag=True)
+
+
+@needs_cpuacct
+def test_forked_helpers_between_calls_are_counted(tmp_path: Path) -> None:
+    mean, b = _case(tmp_path, fork=True)
+    # Each of the 6 requests leaves a child spinning 6 ms while the scorer echoes: 1.5 ms per call more.
+    assert mean >= 0.8 * (SPIN_MS + CHILD_MS / 4) / 1e3, b
+
+
+def test_without_a_cgroup_counter_the_round_trip_bound_counts(tmp_path: Path) -> None:
+    """No counter (no cgroup here, ``EVOBENCH_MEMORY_LIMIT=rlimit``): today's bound, which flags
+    a report under a tenth of it (12 ms of spinning per request against 4 us reported)."""
+    with pytest.raises(CandidateInvalid, match="rule 'timing'.*trusted round trips"):
+        _case(tmp_path, fork=False, group=False, flag=True)
+
+
+def test_where_the_round_trip_counts_the_echo_gets_a_cpu_the_sandbox_cannot_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU path's defence against a candidate loading the echo (forked burners): on a machine
+    of 2+ CPUs the echo is pinned to the last one and the sandbox to the others."""
+    import os
+
+    import harness.kernels.session as session_mod
+
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        pytest.skip("one CPU: nothing to split")
+    monkeypatch.setattr(session_mod, "group_cpu_possible", lambda: False)  # as on GPU / no cgroup
+    seen: dict[str, Any] = {}
+
+    class Recording(GroupRuntime):
+        def run(
+            self, argv: list[str], stdin: bytes = b"", timeout: float | None = None, **kw: Any
+        ) -> ExecResult:
+            seen.update(kw)
+            return super().run(argv, stdin, timeout)
+
+    params = DriverParams(entry="custom_kernel", device="cpu")
+    src = "def custom_kernel(data):\n    return data[0] * 2.0\n"
+    with KernelSession(Recording(tmp_path, src, group=False), params) as s:  # type: ignore[arg-type]
+        assert s._echo is not None
+        assert os.sched_getaffinity(s._echo.proc.pid) == {mine[-1]}
+        assert not s.os_clock
+    assert tuple(seen["cpus"]) == tuple(mine[:-1])
