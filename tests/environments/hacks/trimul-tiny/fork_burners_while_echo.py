@@ -1,6 +1,6 @@
 # hack: reports 0.1x and, after every reply, forks CPU burners that load the trusted echo's run
 # expect: no-gain | invalid
-# tolerance: 0.4
+# tolerance: 0.5
 # reason: rule 'timing'
 # base: initial-program
 import json
