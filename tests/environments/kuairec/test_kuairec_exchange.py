@@ -29,6 +29,9 @@ from harness.scoring.api import ExecResult
 
 D = 16
 
+HEADER_SLACK = 8 * 1024 * 1024
+"""Memory a refused reply may cost beyond the honest peak: its header read to the cap and scanned."""
+
 
 def _npy(arr: np.ndarray) -> bytes:
     buf = io.BytesIO()
@@ -268,7 +271,10 @@ def test_hostile_training_replies_are_the_candidates_and_bounded(
     peak, err = _measure(tmp_path / "hostile", scorer, cls(scorer))
     assert isinstance(err, kind), err
     assert text in str(err), err
-    assert peak <= 1.5 * honest_peak, (peak, honest_peak)
+    # Bounded, not proportional: a hostile header is read up to its 1 MiB cap and scanned before
+    # it is refused (a few copies of it: CI measured 4.4 MB against an honest 2.0 MB for a deep
+    # one), while what it declares (e.g. 2^40 x 16 floats) is never allocated.
+    assert peak <= 1.5 * honest_peak + HEADER_SLACK, (peak, honest_peak)
 
 
 @pytest.mark.parametrize("case", sorted(FILE_CASES))
@@ -283,7 +289,7 @@ def test_hostile_test_outputs_are_the_candidates_and_bounded(
     peak, err = _measure(tmp_path / "hostile", scorer, driver)
     assert isinstance(err, CandidateError), err
     assert name in str(err)
-    assert peak <= 1.5 * honest_peak, (peak, honest_peak)
+    assert peak <= 1.5 * honest_peak + HEADER_SLACK, (peak, honest_peak)
 
 
 def test_widest_allowed_reply_stays_within_memory_bound(scorer: KuaiRecScorer, tmp_path: Path) -> None:
