@@ -16,7 +16,7 @@ fi
 .venv/bin/ruff check .
 .venv/bin/mypy
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=30 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
