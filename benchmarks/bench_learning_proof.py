@@ -56,7 +56,7 @@ class Arm:
 
 def _bench() -> list[str]:
     exe = Path(sys.executable).with_name("bench")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "harness.cli.main"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "evobench.cli.main"]
 
 
 def run_arm(arm: Arm, args: argparse.Namespace, out: Path) -> None:

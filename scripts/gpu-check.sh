@@ -69,7 +69,7 @@ if [[ "${1:-}" == __step ]]; then
       py - <<'EOF'
 import importlib, sys, time, traceback
 bad = []
-for mod in ("harness", "environments", "harness.cli.main", "harness.sandbox.local",
+for mod in ("harness", "environments", "evobench.cli.main", "harness.sandbox.local",
             "harness.kernels.session", "harness.doctor.gpu", "agents"):
     t = time.perf_counter()
     try:
@@ -93,10 +93,10 @@ print(f"KEY: {'imports ok' if not bad else 'FAILED: ' + ', '.join(bad)}; {key}")
 sys.exit(1 if bad else 0)
 EOF
       rc=$?
-      echo "== bench --help (python -m harness.cli.main):"
-      timeout 60 "$GC_PY" -m harness.cli.main --help 2>&1 | tail -25 || rc=1
+      echo "== bench --help (python -m evobench.cli.main):"
+      timeout 60 "$GC_PY" -m evobench.cli.main --help 2>&1 | tail -25 || rc=1
       echo "== bench envs:"
-      timeout 60 "$GC_PY" -m harness.cli.main envs 2>&1 | tail -60
+      timeout 60 "$GC_PY" -m evobench.cli.main envs 2>&1 | tail -60
       exit $rc
       ;;
     sandbox-cold) py "$HELPERS/sandbox_probe.py" --probe matmul --mode cold --slot 0 --timeout "$GC_CAP" ;;
@@ -106,13 +106,13 @@ EOF
     torch-compile) py "$HELPERS/sandbox_probe.py" --probe compile --slot 3 --timeout "$GC_CAP" ;;
     load-inline) py "$HELPERS/sandbox_probe.py" --probe load_inline --slot 4 --timeout "$GC_CAP" ;;
     doctor)
-      "$GC_PY" -m harness.cli.main doctor; rc=$?
+      "$GC_PY" -m evobench.cli.main doctor; rc=$?
       echo "KEY: bench doctor exit $rc (1 = a fail finding); see the table above"
       exit $rc
       ;;
     doctor-gpu)
       # The fast rows only: images need Docker, evals / tests / red team / vLLM take minutes.
-      "$GC_PY" -m harness.cli.main doctor --gpu --skip images evals gpu-tests red-team vllm; rc=$?
+      "$GC_PY" -m evobench.cli.main doctor --gpu --skip images evals gpu-tests red-team vllm; rc=$?
       if [[ -n "${GPUCHECK_NO_GPU:-}" ]] || ! timeout 20 nvidia-smi -L >/dev/null 2>&1; then
         echo "KEY: no GPU: rows not checked (exit $rc)"; exit 77
       fi

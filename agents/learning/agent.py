@@ -25,7 +25,6 @@ from pydantic import BaseModel
 from agents.base import AgentContext
 from agents.pacevolve.agent import PACEvolveAgent
 from agents.pacevolve.island import Draft, IslandEngine, Result
-from agents.pacevolve.offline_exact import NAME as _EXACT_NAME
 from agents.pacevolve.roles import Advisor, Implementer, Summariser
 from agents.pacevolve.state import IslandState, ProgramRef, SearchState
 from agents.rl.diagnostics import TrainRow
@@ -34,28 +33,18 @@ from agents.rl.trainer import Trainer
 from harness.evaluation.result import program_sha256
 from harness.llm import LLMClient, LLMSettings
 from harness.llm.ledger import LLMCallRow
-from harness.runner.context import TaskSpec
-from harness.scoring.progress import progress_reward
 
 from .config import LearningConfig, MaxKConfig, PACEvolvePPConfig, ThetaEvolveConfig, TTTDiscoverConfig
 from .lockstep import run_all
 from .policy_backend import build_backend, build_trainer, resolve_sampler
 from .policy_roles import PolicyAdvisor, PolicyImplementer, PolicySampler, RolloutBuffer
-from .puct import MAX_ABS, PUCTArchive
+from .puct import PUCTArchive
+from .values import archive_value, exact_edits, reward_of
 
 STATE_DIRNAME = "policy"
 """Directory inside the run directory with the trainer's checkpoints (adapter, optimiser)."""
 DEFAULT_STEPS = 50
 """Planned steps (alpha ramp) when the budget has no evaluation cap and none is configured."""
-
-
-EXACT_MODEL = f"offline/{_EXACT_NAME}"
-"""The deterministic implementer whose input is ``edit <name> <n>``."""
-
-
-def exact_edits(cfg: LearningConfig) -> bool:
-    """Whether the advisor's hypotheses feed ``offline/exact`` (then they start with ``edit <name> <n>``)."""
-    return cfg.target == "advisor" and (cfg.implementer_model or cfg.model) == EXACT_MODEL
 
 
 def policy_advisor(cfg: LearningConfig, sampler: PolicySampler) -> PolicyAdvisor:
@@ -68,37 +57,6 @@ def policy_advisor(cfg: LearningConfig, sampler: PolicySampler) -> PolicyAdvisor
         constrained=cfg.constrained_decoding,
         exact_edits=exact_edits(cfg),
     )
-
-
-def reward_of(cfg: LearningConfig, task: TaskSpec, score: float | None) -> float:
-    """Progress-normalised reward of a score (``reward_fail`` for None or a non-finite score).
-
-    Raises:
-        ValueError: If the variant's progress bounds are degenerate (y_init == y_target).
-    """
-    return progress_reward(
-        score,
-        task.progress.y_init,
-        task.progress.y_target,
-        c=cfg.reward_c,
-        alpha=cfg.reward_alpha,
-        fail=cfg.reward_fail,
-        y_min=cfg.reward_y_min,
-        y_max=cfg.reward_y_max,
-    )
-
-
-def archive_value(task: TaskSpec, score: float | None) -> float:
-    """The value PUCT ranks a program by: its raw score oriented so that higher is better.
-
-    The reference code ranks raw values; the clamped progress reward would tie everything below
-    ``y_init`` (and above ``y_target``). A failed program (None) gets ``-MAX_ABS``, below every
-    real score; it is only ever a seed (failed children never enter the archive).
-    """
-    if score is None or not math.isfinite(score):
-        return -MAX_ABS
-    value = score if task.progress.y_target > task.progress.y_init else -score
-    return min(MAX_ABS, max(-MAX_ABS, value))
 
 
 def _as_float(value: object) -> float:

@@ -11,7 +11,7 @@ checkpoint holds the archive, its programs and the trainer step it goes with.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -21,16 +21,52 @@ from agents.pacevolve.agent import FLUSH_EVERY_S
 from agents.pacevolve.llm_roles import LLMImplementer
 from agents.pacevolve.roles import Implementer, IslandView, ProposalError, Selection
 from agents.pacevolve.state import Idea, derive_seed
+from agents.rl.diagnostics import TrainRow
+from agents.rl.trainer import Trainer
 from harness.evaluation.result import program_sha256
+from harness.llm import LLMClient
 from harness.llm.ledger import LLMCallRow
 from harness.llm.offline import register_operators
 
-from .agent import LearningAgent, archive_value, exact_edits, reward_of
-from .policy_roles import PolicyAdvisor, PolicyImplementer
+from .config import LearningConfig
+from .policy_roles import PolicyAdvisor, PolicyImplementer, PolicySampler, RolloutBuffer
 from .puct import PUCTArchive
+from .values import archive_value, exact_edits, reward_of
 
 GOAL = "Improve the program's combined score; propose one concrete change to the EVOLVE-BLOCK code."
 """The single idea a same-state prompt offers (there is no idea pool in this loop)."""
+
+
+class SameStateAgent(Protocol):
+    """What the loop uses of its :class:`~agents.learning.agent.LearningAgent`.
+
+    Typed here so that the agent module imports this one and not the other way round.
+    """
+
+    _policy_advisor: PolicyAdvisor | None
+    _policy_implementer: PolicyImplementer | None
+    archive: PUCTArchive | None
+    last_row: TrainRow | None
+
+    @property
+    def name(self) -> str:
+        """The registered agent name (for log lines)."""
+
+    @property
+    def lcfg(self) -> LearningConfig:
+        """The typed configuration."""
+
+    @property
+    def trainer(self) -> Trainer | None:
+        """The policy's trainer (set by ``setup_policy``)."""
+
+    @property
+    def _buffer(self) -> RolloutBuffer: ...
+
+    def _client(self, ctx: AgentContext) -> LLMClient: ...
+
+    def setup_policy(self, ctx: AgentContext, on_call: Any) -> PolicySampler:
+        """Build the sampler and trainer of the policy; return the sampler."""
 
 
 class SameStateCheckpoint(BaseModel):
@@ -52,7 +88,7 @@ class SameStateCheckpoint(BaseModel):
     """The trainer step this state goes with."""
 
 
-def _archive(agent: LearningAgent, ctx: AgentContext, known: dict[str, float | None]) -> PUCTArchive:
+def _archive(agent: SameStateAgent, ctx: AgentContext, known: dict[str, float | None]) -> PUCTArchive:
     cfg = agent.lcfg
     c = cfg.puct_c if cfg.state_reuse == "puct" else 0.0
     archive = PUCTArchive(c=c, children_per_parent=cfg.puct_children_per_parent, capacity=cfg.puct_capacity)
@@ -61,7 +97,7 @@ def _archive(agent: LearningAgent, ctx: AgentContext, known: dict[str, float | N
     return archive
 
 
-def run_same_state(agent: LearningAgent, ctx: AgentContext) -> None:
+def run_same_state(agent: SameStateAgent, ctx: AgentContext) -> None:
     """Search and train with same-state groups until the budget ends.
 
     Raises:

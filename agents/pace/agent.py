@@ -35,11 +35,11 @@ from agents.pacevolve.island import Draft, IslandEngine, Result
 from agents.pacevolve.roles import Advisor, Implementer, Summariser
 from agents.pacevolve.state import SearchState, derive_seed
 from agents.pacevolve.telemetry import IterationRow
+from harness.envs.subset import SubsetRequest
 from harness.evaluation.result import program_sha256
 from harness.llm import LLMCallRow, LLMClient, LLMSettings, RecordJournal
 from harness.llm.ledger import Ledger
 from harness.scoring.progress import normalized_progress
-from harness.scoring.subset import SubsetRequest
 
 from . import offline
 from .config import PACEConfig

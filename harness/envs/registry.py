@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.scoring.subset import PARAM_KEY, SubsetRequest, subset_of
+from harness.envs.subset import PARAM_KEY, SubsetRequest, subset_of
 
 from .manifest import (
     DataSource,
@@ -199,10 +199,18 @@ def _package_for(family_dir: Path) -> str:
 
 
 def environments_root() -> Path:
-    """Directory holding the environment families (the ``environments`` package)."""
-    import environments
+    """Directory holding the environment families (the ``environments`` package).
 
-    return Path(environments.__file__).resolve().parent
+    Found by path, not imported: the harness sits below the environments and only loads them
+    as data (:meth:`Variant.load`).
+
+    Raises:
+        ModuleNotFoundError: If no ``environments`` package is installed beside the harness.
+    """
+    spec = importlib.util.find_spec("environments")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("no 'environments' package is installed beside the harness")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
 def _content_hash(manifest_bytes: bytes, resolved: dict[str, Any], family_dir: Path, files: list[str]) -> str:

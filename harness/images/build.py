@@ -24,7 +24,7 @@ DEFAULT_TORCH_INDEX = {
     "base-cuda": "",
 }
 BOOTSTRAP_PACKAGES = "python3,python3-venv,g++,ca-certificates,util-linux"
-_PROJECT_ITEMS = ("pyproject.toml", "README.md", "harness", "environments", "agents")
+_PROJECT_ITEMS = ("pyproject.toml", "README.md", "harness", "environments", "agents", "evobench")
 COPIED_FOLDERS = ("ca", "wheels")
 """Context folders the base recipes ``COPY`` (possibly empty: no extra CA, no wheelhouse)."""
 KEEP_FILE = ".evobench-keep"

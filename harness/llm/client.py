@@ -11,7 +11,7 @@ litellm model string; :class:`LLMClient` does the rest:
 * **Ledger**: every attempt becomes one :class:`~harness.llm.ledger.LLMCallRow`.
 * **Cost cap**: before each attempt the run's total spend (the ledger, earlier sessions
   included) is compared with the cap; at or above it the call raises the runner's
-  :class:`~harness.runner.context.BudgetExhausted`, which ends the run cleanly.
+  :class:`~harness.budget.BudgetExhausted`, which ends the run cleanly.
 * **Cache**: with a cache directory, a request identical in model, messages, parameters and
   seed is answered from the cache at no cost (``cache_hit`` in the ledger). Answers of the
   offline proposer are not cached: it recomputes them exactly.
@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.runner.context import BudgetExhausted
+from harness.budget import BudgetExhausted
 
 from .cache import CachedResponse, ResponseCache, request_key
 from .errors import LLMCallFailed, LLMConfigError

@@ -10,28 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
+# Re-exported: agents and tests import a run's limits beside the context that carries them.
+from harness.budget import Budget as Budget
+from harness.budget import BudgetExhausted as BudgetExhausted
 from harness.envs.manifest import Direction, Language, MetricSpec, Progress
+from harness.envs.subset import SubsetRequest
 from harness.evaluation.result import EvalResult, Status
-from harness.scoring.subset import SubsetRequest
-
-
-class BudgetExhausted(Exception):
-    """Raised by ``evaluate`` when no evaluation, wall time or LLM cost is left."""
-
-
-class Budget(BaseModel):
-    """Limits of one run; any limit reached ends the run cleanly."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_evaluations: int = 100
-    """Total candidate evaluations (including the initial program)."""
-    max_wall_s: float | None = None
-    """Wall-clock seconds for the whole run (None: unlimited)."""
-    max_cost_usd: float | None = None
-    """LLM spend in US dollars (None: unlimited)."""
 
 
 @dataclass(frozen=True)

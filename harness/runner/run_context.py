@@ -9,14 +9,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.budget import Budget, BudgetExhausted
 from harness.envs.registry import Variant
+from harness.envs.subset import SubsetRequest, is_subset_id
 from harness.evaluation.result import EvalResult, Status
 from harness.results.records import CandidateRow, utc_now_iso
 from harness.results.store import RunStore
 from harness.sandbox.base import Sandbox
-from harness.scoring.subset import SubsetRequest, is_subset_id
 
-from .context import AgentContext, Budget, BudgetExhausted, Evaluated, ProgressCallback, Proposal, TaskSpec
+from .context import AgentContext, Evaluated, ProgressCallback, Proposal, TaskSpec
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "agent"

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.budget import Budget, BudgetExhausted
 from harness.envs.registry import Variant
 from harness.results.provenance import git_state, host_info, package_versions
 from harness.results.records import RunInfo, RunStatus, utc_now_iso
@@ -19,7 +20,7 @@ from harness.results.store import RunStore
 from harness.sandbox.base import Sandbox
 
 from .completion import complete, describe_error
-from .context import Agent, Budget, BudgetExhausted, ProgressCallback, TaskSpec
+from .context import Agent, ProgressCallback, TaskSpec
 from .run_context import RunContext
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ run on the wrong machine is refused unless ``EVOBENCH_GPU_OVERRIDE=1`` is set; t
 the device actually used are recorded in every result's metrics.
 
 The GPU a scorer uses is its worker slot's: the one the slot's candidate sandbox gets (see
-:mod:`harness.sandbox.gpus`). :func:`choose_device` makes it torch's current device, so every
+:mod:`harness.hardware.gpus`). :func:`choose_device` makes it torch's current device, so every
 ``"cuda"`` tensor of the scorer (inputs, references) lives on the candidate's GPU, not on GPU 0.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.evaluation.errors import InfraError
-from harness.sandbox.gpus import assign, host_gpus
+from harness.hardware.gpus import assign, host_gpus
 
 OVERRIDE_ENV = "EVOBENCH_GPU_OVERRIDE"
 _worker_slot = 0
@@ -38,7 +38,7 @@ def bind_worker_slot(slot: int) -> None:
 def slot_cuda_index(gpu_count: int, slot: int, pool: list[int]) -> int:
     """Torch's index, in this process, of the first GPU worker ``slot`` is given.
 
-    ``pool`` is :func:`~harness.sandbox.gpus.host_gpus` here: the GPUs this process can see, in
+    ``pool`` is :func:`~harness.hardware.gpus.host_gpus` here: the GPUs this process can see, in
     the order CUDA enumerates them (a container sees only its own, whatever their host numbers).
 
     Raises:
@@ -119,7 +119,7 @@ def choose_device(
         env: Environment variables (default ``os.environ``).
         gpu_count: The variant's ``hardware.gpu_count`` (slots get consecutive blocks).
         slot: Worker slot (None: the one :func:`bind_worker_slot` recorded, else 0).
-        pool: GPUs this process sees (None: :func:`~harness.sandbox.gpus.host_gpus`).
+        pool: GPUs this process sees (None: :func:`~harness.hardware.gpus.host_gpus`).
 
     Raises:
         InfraError: The GPU is missing or of another type and no override was given.

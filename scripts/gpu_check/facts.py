@@ -105,7 +105,7 @@ def main() -> int:
     )
     _try(
         "harness host_gpus (/dev/nvidia<N>)",
-        lambda: importlib.import_module("harness.sandbox.gpus").host_gpus(),
+        lambda: importlib.import_module("harness.hardware.gpus").host_gpus(),
     )
     _try(
         "harness candidate_env",

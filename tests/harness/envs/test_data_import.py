@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.main import main as bench
+from evobench.cli.main import main as bench
 from harness.envs.data import ChecksumError, family_data_dir, require_data, sha256_file
 from harness.envs.data_import import DataImportError, import_data
 from harness.envs.registry import Registry, UnknownIdError, environments_root

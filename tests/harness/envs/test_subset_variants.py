@@ -16,10 +16,10 @@ from harness.envs.registry import (
     derive_subset,
     environments_root,
 )
+from harness.envs.subset import SubsetRequest
 from harness.images.naming import env_image_tag
 from harness.sandbox.modal_backend.spec import image_tag as modal_image_tag
 from harness.sandbox.worker import WorkerState
-from harness.scoring.subset import SubsetRequest
 
 SUBSET_FAMILIES = {
     "eplb-tiny": "eplb",

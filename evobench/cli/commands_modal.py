@@ -6,7 +6,7 @@ from typing import Literal
 
 import tyro
 
-from harness.cli.console import console, err_console
+from evobench.cli.console import console, err_console
 
 EXIT_USAGE = 2
 

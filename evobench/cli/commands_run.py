@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -19,18 +18,18 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from harness.envs.data import DataMissingError, require_data
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.results.store import RunStore, RunStoreError
 from harness.runner.completion import LeaderboardPending, readd
-from harness.runner.context import Budget, Evaluated
+from harness.runner.context import Evaluated
 from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
-from harness.sandbox.factory import BackendName, BackendUnavailable, check_backend, make_backend
+from harness.sandbox.factory import BackendName, BackendUnavailable, make_backend
 from harness.sandbox.worker import Mode
 
 from .console import console, err_console, fmt
 from .failures import SignalInterrupt, stop_signals_interrupt, user_error
+from .run_plan import PlanError, ReaddPlan, RunArgs, RunPlan, data_problem, plan_run
 
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -43,40 +42,10 @@ def _failed_text(failed: Counter[str]) -> str:
 
 
 def _check_data(v: Variant) -> bool:
-    if not v.data:
-        return True
-    try:
-        require_data(v)
-        return True
-    except DataMissingError as e:
-        err_console.print(f"bench: error: {e}")
-        return False
-
-
-def _check_gpu(v: Variant, backend: str) -> bool:
-    """A run on the local backend needs the variant's GPU here; refuse before the run starts."""
-    if backend != "local" or not v.hardware.gpu:
-        return True
-    from harness.evaluation.errors import InfraError
-    from harness.scoring.device import choose_device
-
-    try:
-        choose_device(v.hardware.gpu)
-        return True
-    except InfraError as e:
-        err_console.print(f"bench: error: {v.id}: {e}")
-        return False
-
-
-def _workers(v: Variant, backend: str, requested: int) -> int:
-    """``--workers`` or its default: one per core, or one per GPU (block) for GPU variants."""
-    from harness.sandbox.gpus import gpu_worker_plan, host_gpus
-
-    pool = host_gpus() if v.hardware.gpu_count > 0 else []
-    n, warning = gpu_worker_plan(v.hardware.gpu_count, requested, pool, remote=backend == "modal")
-    if warning:
-        err_console.print(f"bench: warning: {v.id}: {warning}")
-    return n
+    problem = data_problem(v)
+    if problem:
+        err_console.print(f"bench: error: {problem}")
+    return problem is None
 
 
 def eval_program(
@@ -181,83 +150,69 @@ def run(
         resume: A run directory to finish (its frozen configuration is used).
         no_progress: Disable the progress bar.
     """
-    from agents.registry import get_agent_class
+    # The docstring above is `bench run --help`. The options become a checked plan (nothing started
+    # yet), which `execute` carries out.
+    args = RunArgs(
+        agent=agent, env=env, seed=seed, backend=backend, workers=workers, max_evaluations=max_evaluations,
+        max_wall_s=max_wall_s, max_cost_usd=max_cost_usd, agent_config=agent_config, model=model,
+        advisor_model=advisor_model, implementer_model=implementer_model, mode=mode,
+        results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume,
+    )  # fmt: skip
+    try:
+        plan = plan_run(args)
+    except PlanError as e:
+        err_console.print(f"bench: error: {e}")
+        return e.exit_code
+    for warning in plan.warnings if isinstance(plan, RunPlan) else ():
+        err_console.print(f"bench: warning: {warning}")
+    return execute(plan, no_progress=no_progress)
 
-    requested_workers = workers
-    reg = default_registry()
+
+def _open_store(plan: RunPlan | ReaddPlan) -> RunStore | int:
+    """The run's store (created, or locked for resuming), or the exit code of why it cannot be."""
+    resume = plan.run_dir if isinstance(plan, ReaddPlan) else plan.resume
     if resume is not None:
         try:
-            store = open_for_resume(resume)
+            return open_for_resume(resume)
         except (RunStoreError, OSError) as e:
             err_console.print(f"bench: error: {user_error(e)}")
             return EXIT_USAGE
-        info = store.info
-        v = reg.get(info.env_id)
-        if info.status == "finished":  # nothing to evaluate; make sure its row is on the leaderboard
-            return _readd(store, v)
-        cls = get_agent_class(info.agent)
-        ag = cls(cls.Config.model_validate(info.agent_config))
-        # The run's own settings, never the resuming shell's defaults (older runs: the flag).
-        backend, workers, mode = info.backend, info.workers, info.mode  # type: ignore[assignment]
-        if info.leaderboard_dir is not None:
-            leaderboard_dir = Path(info.leaderboard_dir)
-    else:
-        if agent is None or env is None:
-            err_console.print("bench: error: --agent and --env are required (or --resume RUN_DIR)")
-            return EXIT_USAGE
-        v = reg.get(env)
-        if v.derived_from is not None:
-            err_console.print(
-                f"bench: error: {v.id} is a validation subset of {v.base_id}; runs use full variants "
-                "(subset ids are for `bench eval` and agents' validation evaluations)"
-            )
-            return EXIT_USAGE
-        cls = get_agent_class(agent)
-        try:
-            overrides = json.loads(agent_config)
-            if model is not None:
-                if "model" not in cls.Config.model_fields:
-                    err_console.print(f"bench: error: agent {cls.name!r} does not use an LLM (--model)")
-                    return EXIT_USAGE
-                overrides["model"] = model
-            for key, value in (("advisor_model", advisor_model), ("implementer_model", implementer_model)):
-                if value is None:
-                    continue
-                if key not in cls.Config.model_fields:
-                    err_console.print(f"bench: error: agent {cls.name!r} has no {key.replace('_', '-')}")
-                    return EXIT_USAGE
-                overrides[key] = value
-            ag = cls(cls.Config.model_validate(overrides))
-        except ValueError as e:
-            err_console.print(f"bench: error: bad --agent-config: {e}")
-            return EXIT_USAGE
-        if not _check_data(v) or not _check_gpu(v, backend):
-            return EXIT_USAGE
-        workers = _workers(v, backend, requested_workers)
-        try:
-            ag.preflight()
-            check_backend(backend)
-        except (ValueError, BackendUnavailable) as e:
-            err_console.print(f"bench: error: {e}")
-            return EXIT_USAGE
-        budget = Budget(max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd)
-        try:
-            store = create_run(
-                results_dir=results_dir,
-                variant=v,
-                agent=ag,
-                seed=seed,
-                budget=budget,
-                backend=backend,
-                workers=workers,
-                command=["bench", *sys.argv[1:]],
-                mode=mode,
-                leaderboard_dir=leaderboard_dir,
-            )
-        except OSError as e:
-            err_console.print(f"bench: error: {user_error(e)}")
-            return EXIT_INFRA
-    total = int(store.info.budget.get("max_evaluations", max_evaluations))
+    assert isinstance(plan, RunPlan)
+    try:
+        return create_run(
+            results_dir=plan.results_dir,
+            variant=plan.variant,
+            agent=plan.agent,
+            seed=plan.seed,
+            budget=plan.budget,
+            backend=plan.backend,
+            workers=plan.workers,
+            command=["bench", *sys.argv[1:]],
+            mode=plan.mode,
+            leaderboard_dir=plan.leaderboard_dir,
+        )
+    except OSError as e:
+        err_console.print(f"bench: error: {user_error(e)}")
+        return EXIT_INFRA
+
+
+def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
+    """Carry out a plan: create (or lock) the run, start the backend, drive the agent, report.
+
+    A finished run (:class:`~evobench.cli.run_plan.ReaddPlan`, or one that finished since it was
+    planned) only gets its leaderboard row re-added if it is missing.
+
+    Returns:
+        ``bench run``'s exit code: 0 done, 2 usage, 3 infra error, 130 interrupted.
+    """
+    opened = _open_store(plan)
+    if isinstance(opened, int):
+        return opened
+    store = opened
+    if isinstance(plan, ReaddPlan) or store.info.status == "finished":
+        return _readd(store, plan.variant)
+    v, ag, workers, leaderboard_dir = plan.variant, plan.agent, plan.workers, plan.leaderboard_dir
+    total = plan.budget.max_evaluations
     console.print(
         f"run {store.info.run_id}: {ag.name} on {v.id}@{v.hash}, seed {store.info.seed}, "
         f"{workers} workers -> {store.run_dir}"
@@ -295,7 +250,9 @@ def run(
         with (
             stop_signals_interrupt(),
             progress,
-            make_backend(backend, workers=workers, mode=mode, prewarm=(v.id,), run_id=store.info.run_id) as b,
+            make_backend(
+                plan.backend, workers=workers, mode=plan.mode, prewarm=(v.id,), run_id=store.info.run_id
+            ) as b,
         ):
             out = drive(
                 store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.commands_doctor import doctor
+from evobench.cli.commands_doctor import doctor
 from harness.sandbox.limits import detect_memory_mechanism
 
-BENCH = [sys.executable, "-m", "harness.cli.main", "doctor"]
+BENCH = [sys.executable, "-m", "evobench.cli.main", "doctor"]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

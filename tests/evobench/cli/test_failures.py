@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.failures import SignalInterrupt, stop_signals_interrupt, user_error
+from evobench.cli.failures import SignalInterrupt, stop_signals_interrupt, user_error
 from harness.results.atomic import LockHeldError, lock_file, unlock_file
 from harness.results.store import RunLockedError
 
@@ -81,7 +81,7 @@ def readonly_dir(tmp_path: Path) -> Iterator[Path]:
 def test_read_only_results_dir_is_one_error_line(
     readonly_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.cli.main import main
+    from evobench.cli.main import main
 
     args = ["run", "--agent", "random-search", "--env", "selftest-tiny", "--max-evaluations", "2"]
     assert main([*args, "--results-dir", str(readonly_dir / "results"), "--no-progress"]) == 3

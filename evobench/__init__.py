@@ -1,0 +1,1 @@
+"""evobench: the application package (the ``bench`` command line) above the libraries."""

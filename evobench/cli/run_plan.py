@@ -1,0 +1,231 @@
+"""``bench run``'s plan: what a run will be, resolved and checked before anything starts.
+
+:func:`plan_run` turns the command line into a :class:`RunPlan` (a new run or the resumption of
+one) or a :class:`ReaddPlan` (``--resume`` of a finished run). It looks up the variant and the
+agent, applies the configuration overrides, reads a resumed run's frozen settings (without
+locking it), and checks what can be checked on this host without a sandbox: data present, the
+variant's GPU usable, the agent's preflight, the backend's credentials. It creates no run
+directory and starts no sandbox, backend or agent; :func:`evobench.cli.commands_run.run`
+executes the plan.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.budget import Budget
+from harness.envs.data import DataMissingError, require_data
+from harness.envs.registry import Variant, default_registry
+from harness.results.store import RunStore, RunStoreError
+from harness.runner.context import Agent
+from harness.sandbox.factory import BackendName, BackendUnavailable, check_backend
+from harness.sandbox.worker import Mode
+
+from .failures import user_error
+
+EXIT_USAGE = 2
+
+
+class PlanError(Exception):
+    """The command line does not describe a run that can start here; the message is for the user."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        """Keep the user-facing message and the exit code ``bench run`` returns for it."""
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """``bench run``'s options as given (see :func:`evobench.cli.commands_run.run`)."""
+
+    agent: str | None = None
+    env: str | None = None
+    seed: int = 0
+    backend: BackendName = "local"
+    workers: int = 0
+    max_evaluations: int = 50
+    max_wall_s: float | None = None
+    max_cost_usd: float | None = None
+    agent_config: str = "{}"
+    model: str | None = None
+    advisor_model: str | None = None
+    implementer_model: str | None = None
+    mode: Mode = "warm"
+    results_dir: Path = Path("results")
+    leaderboard_dir: Path = Path("leaderboards")
+    resume: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run to start (``resume`` None) or to continue, every choice resolved."""
+
+    variant: Variant
+    """The full variant the run evaluates on."""
+    agent: Agent
+    """The configured agent (not started)."""
+    budget: Budget
+    """The run's limits (a resumed run's frozen ones)."""
+    backend: BackendName
+    """Where candidates are evaluated."""
+    workers: int
+    """Parallel evaluations (resolved: never 0)."""
+    mode: Mode
+    """``warm`` or ``cold`` sandboxes."""
+    seed: int
+    """Master seed of a new run (a resumed run keeps its own)."""
+    results_dir: Path
+    """Where a new run's directory is created."""
+    leaderboard_dir: Path
+    """Where the finished run's leaderboard row goes."""
+    resume: Path | None = None
+    """The run directory to continue (None: a new run)."""
+    warnings: tuple[str, ...] = ()
+    """Things the user should know that do not stop the run (e.g. workers sharing a GPU)."""
+
+
+@dataclass(frozen=True)
+class ReaddPlan:
+    """``--resume`` of a finished run: nothing to evaluate, only its leaderboard row to check."""
+
+    run_dir: Path
+    """The finished run."""
+    variant: Variant
+    """Its variant."""
+
+
+def data_problem(v: Variant) -> str | None:
+    """Why the variant's data is not usable here (None: it is, or it needs none)."""
+    if not v.data:
+        return None
+    try:
+        require_data(v)
+    except DataMissingError as e:
+        return str(e)
+    return None
+
+
+def gpu_problem(v: Variant, backend: str) -> str | None:
+    """Why a local run cannot use the variant's GPU here (None: it can, or it needs none)."""
+    if backend != "local" or not v.hardware.gpu:
+        return None
+    from harness.evaluation.errors import InfraError
+    from harness.scoring.device import choose_device
+
+    try:
+        choose_device(v.hardware.gpu)
+    except InfraError as e:
+        return f"{v.id}: {e}"
+    return None
+
+
+def resolve_workers(v: Variant, backend: str, requested: int) -> tuple[int, str]:
+    """``--workers`` or its default (one per core, or one per GPU block), and a warning ("" if none)."""
+    from harness.hardware.gpus import gpu_worker_plan, host_gpus
+
+    pool = host_gpus() if v.hardware.gpu_count > 0 else []
+    n, warning = gpu_worker_plan(v.hardware.gpu_count, requested, pool, remote=backend == "modal")
+    return n, (f"{v.id}: {warning}" if warning else "")
+
+
+def _configured_agent(a: RunArgs) -> Agent:
+    from agents.registry import get_agent_class
+
+    assert a.agent is not None
+    cls = get_agent_class(a.agent)
+    try:
+        overrides = json.loads(a.agent_config)
+        if a.model is not None:
+            if "model" not in cls.Config.model_fields:
+                raise PlanError(f"agent {cls.name!r} does not use an LLM (--model)")
+            overrides["model"] = a.model
+        for key, value in (("advisor_model", a.advisor_model), ("implementer_model", a.implementer_model)):
+            if value is None:
+                continue
+            if key not in cls.Config.model_fields:
+                raise PlanError(f"agent {cls.name!r} has no {key.replace('_', '-')}")
+            overrides[key] = value
+        return cls(cls.Config.model_validate(overrides))
+    except ValueError as e:
+        raise PlanError(f"bad --agent-config: {e}") from e
+
+
+def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
+    from agents.registry import get_agent_class
+
+    try:
+        # Read only: the execution takes the run's lock when it opens the run to continue it.
+        with RunStore.open(run_dir, readonly=True) as store:
+            info = store.info
+    except (RunStoreError, OSError) as e:
+        raise PlanError(user_error(e)) from e
+    v = default_registry().get(info.env_id)
+    if info.status == "finished":
+        return ReaddPlan(run_dir=run_dir, variant=v)
+    try:
+        budget = Budget.model_validate(info.budget)
+    except ValueError as e:
+        raise PlanError(f"{run_dir}: the run's budget is invalid: {e}") from e
+    cls = get_agent_class(info.agent)
+    # The run's own settings, never the resuming shell's defaults (older runs: the flag).
+    return RunPlan(
+        variant=v,
+        agent=cls(cls.Config.model_validate(info.agent_config)),
+        budget=budget,
+        backend=info.backend,  # type: ignore[arg-type]
+        workers=info.workers,
+        mode=info.mode,
+        seed=info.seed,
+        results_dir=run_dir.parent,
+        leaderboard_dir=Path(info.leaderboard_dir) if info.leaderboard_dir is not None else a.leaderboard_dir,
+        resume=run_dir,
+    )
+
+
+def plan_run(a: RunArgs) -> RunPlan | ReaddPlan:
+    """Resolve and check ``bench run``'s options into a plan, starting nothing.
+
+    Raises:
+        PlanError: If the options do not describe a run that can start here (missing ids,
+            a subset variant, bad agent configuration, missing data or GPU, a failed preflight,
+            an unusable backend, an unreadable run to resume).
+        UnknownIdError: If the variant or agent id is unknown (the message suggests close ids).
+        ManifestError: If the variant's manifest is invalid.
+    """
+    if a.resume is not None:
+        return _plan_resume(a, a.resume)
+    if a.agent is None or a.env is None:
+        raise PlanError("--agent and --env are required (or --resume RUN_DIR)")
+    v = default_registry().get(a.env)
+    if v.derived_from is not None:
+        raise PlanError(
+            f"{v.id} is a validation subset of {v.base_id}; runs use full variants "
+            "(subset ids are for `bench eval` and agents' validation evaluations)"
+        )
+    agent = _configured_agent(a)
+    problem = data_problem(v) or gpu_problem(v, a.backend)
+    if problem:
+        raise PlanError(problem)
+    workers, warning = resolve_workers(v, a.backend, a.workers)
+    try:
+        agent.preflight()
+        check_backend(a.backend)
+    except (ValueError, BackendUnavailable) as e:
+        raise PlanError(str(e)) from e
+    return RunPlan(
+        variant=v,
+        agent=agent,
+        budget=Budget(
+            max_evaluations=a.max_evaluations, max_wall_s=a.max_wall_s, max_cost_usd=a.max_cost_usd
+        ),
+        backend=a.backend,
+        workers=workers,
+        mode=a.mode,
+        seed=a.seed,
+        results_dir=a.results_dir,
+        leaderboard_dir=a.leaderboard_dir,
+        warnings=(warning,) if warning else (),
+    )
