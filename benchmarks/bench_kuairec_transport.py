@@ -1,7 +1,7 @@
 """Per-step cost of KuaiRec's trusted training (issue 30): the state out, the gradients back.
 
 The scorer's :class:`environments.kuairec.trainer.TrustedTrainer` (real socket, real decoding,
-real AdamW) talks to a stand-in driver process that uses ``sandbox_driver.py``'s own wire and
+real AdamW) talks to a stand-in driver process that uses ``inside/driver.py``'s own wire and
 copy-in code but computes no loss (its gradients are zeros of the parameters' shapes), so what is
 timed is the transport and the trusted step alone. Synthetic tensors of the initial program's
 parameter shapes, at the tiny and at the full variant's sizes (the full variant's data need not be
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from environments.kuairec.trainer import Limits, TrustedTrainer  # noqa: E402
 from harness.scoring.api import ExecResult  # noqa: E402
 
-DRIVER = REPO / "environments" / "kuairec" / "sandbox_driver.py"
+DRIVER = REPO / "environments" / "kuairec" / "inside" / "driver.py"
 # variant: (items incl. padding, embedding_dim, max_seq_len, batch, negatives, steps per evaluation)
 VARIANTS = {
     "kuairec-tiny": (401, 16, 50, 64, 32, 2 * math.ceil(300 * 16 / 64)),

@@ -72,7 +72,7 @@ def load_initial() -> Callable[..., Any]:
     spec.loader.exec_module(module)
     driver = importlib.util.module_from_spec(
         importlib.util.spec_from_file_location(
-            "multi_evolve_driver_bench", path.with_name("sandbox_driver.py")
+            "multi_evolve_driver_bench", path.parent / "inside" / "driver.py"
         )  # type: ignore[arg-type]
     )
     driver.__spec__.loader.exec_module(driver)  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ The sandboxed driver (``sandbox_driver.py train``) only computes gradients (issu
 that took private optimiser steps inside the driver's own ``backward()`` and wrote its new values
 into the driver's reference copies passed every in-process check). :class:`TrustedTrainer` starts
 it with :meth:`CandidateRuntime.run` in a background thread and talks to it over a Unix socket in
-a fresh directory the sandbox user cannot write (the wire of :mod:`harness.kernels.driver`: a
+a fresh directory the sandbox user cannot write (the wire of :mod:`harness.inside.kernel_wire`: a
 length-prefixed JSON header declaring every array's dtype and shape, then the raw bytes).
 
 * **Once**, the driver reports every registered parameter and buffer (names, dtypes, shapes,
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
-from harness.kernels import driver as wire
+from harness.inside import kernel_wire as wire
 from harness.scoring.api import CandidateRuntime, ExecResult
 from harness.scoring.exchange import ExchangeDir
 

@@ -260,7 +260,7 @@ def run_gpu_doctor(facts: GpuFacts | None = None, skip: tuple[str, ...] = ()) ->
     facts = facts or gather_facts()
     variants = [v for v in default_registry().variants() if v.hardware.gpu_count > 0]
     twins = gpu_hack_dirs(variants)
-    red_team = ["-m", "gpu", "tests/harness/kernels"]
+    red_team = ["-m", "gpu", "tests/harness/kernels", "tests/harness/inside/test_kernel_driver.py"]
     if twins:
         red_team = ["tests/environments/test_hacks.py", "-k", " or ".join(twins), *red_team[2:]]
     gpu_tests = ["-m", "gpu", "tests/harness", "tests/agents/learning"]

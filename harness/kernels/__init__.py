@@ -3,5 +3,5 @@
 ``checks``: output comparison, stop rules and the aggregate (pure, trusted side).
 ``device``: the variant's GPU, checked at run time.
 ``session``: the trusted side of a kernel evaluation (inputs out, outputs and times back).
-``driver``: the trusted driver that runs INSIDE the sandbox, times the candidate and checks it.
+``echo``: the trusted calibration echo (the in-sandbox driver is ``harness.inside.kernel_driver``).
 """

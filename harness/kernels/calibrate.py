@@ -1,7 +1,7 @@
 """Trusted transport calibration: an echo process that answers like the driver, minus the kernel.
 
-The scorer starts ``driver.py --echo`` as a plain subprocess of its own (outside the sandbox, never
-the candidate's interpreter) on a Unix socket pair, the same channel kind as the driver's. For
+The scorer starts ``harness.kernels.echo`` as a plain subprocess of its own (outside the
+sandbox, never the candidate's interpreter) on a Unix socket pair, the same channel kind as the driver's. For
 each request signature (input arrays and expected outputs) it sends the very request the
 candidate will get a few times and keeps the round trips: their high quantile is the transport
 overhead ``oh_hi`` the session subtracts from a call's round trip to get a lower bound on the
@@ -21,17 +21,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.evaluation.errors import InfraError
+from harness.inside import kernel_wire as wire
+from harness.sandbox.launch import module_argv, project_root
 from harness.sandbox.limits.cpu import settle, thread_cpu_ns
-
-from . import driver as wire
-
-DRIVER_FILE = Path(__file__).with_name("driver.py")
 
 
 @dataclass(frozen=True)
@@ -85,15 +82,13 @@ class EchoCalibrator:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = mine
         self._tmp = tempfile.TemporaryDirectory(prefix="kernel-echo-")
-        argv = [
-            sys.executable,
-            "-I",
-            "-B",
-            str(DRIVER_FILE),
-            "--echo",
+        argv = module_argv(
+            "harness.kernels.echo",
             str(theirs.fileno()),
             json.dumps(params),
-        ]
+            python=sys.executable,
+            root=str(project_root()),
+        )
         try:
             self.proc = subprocess.Popen(
                 argv,

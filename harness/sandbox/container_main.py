@@ -18,7 +18,9 @@ import sys
 import threading
 from typing import Any
 
-from . import stdio_wire, wire
+from harness.inside import wire
+
+from . import stdio_wire
 from .prefork import PreforkedZygote
 from .worker import EvalJob, WorkerState, evaluate
 

@@ -26,11 +26,11 @@ from harness.envs.manifest import Hardware
 from harness.envs.registry import Variant
 from harness.evaluation.errors import InfraError
 from harness.evaluation.result import EvalResult
+from harness.hardware.gpus import assign, host_gpus
 from harness.images.naming import env_image_tag
+from harness.inside import wire
 from harness.scoring.device import OVERRIDE_ENV
 
-from . import wire
-from .gpus import assign, host_gpus
 from .prefork import ZygoteSpec
 from .remote_pool import RemotePoolBackend
 from .worker import Mode

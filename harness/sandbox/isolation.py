@@ -25,12 +25,20 @@ from pathlib import Path
 from harness.envs.manifest import Hardware
 
 from .gpus import GpuAccess, gpu_access, gpu_binds, unshared_gpu_env
+from .launch import (
+    FILTER_MODULE,
+    INSIDE_ROOT_IN_SANDBOX,
+    fill,
+    inside_dir,
+    is_shim,
+    module_argv,
+    project_root,
+)
 from .limits import data_rlimit
 from .toolchain import SANDBOX_USER, cuda_home, interpreter_bin
 
 log = logging.getLogger(__name__)
 
-SHIM_DIR_IN_SANDBOX = "/opt/evobench-shim"
 SANDBOX_WORKDIR = "/sandbox"
 UNPRIVILEGED_UID_BASE = 61000
 UIDS_PER_BACKEND = 16
@@ -103,11 +111,6 @@ def detect_isolation() -> IsolationInfo:
     for w in info.warnings:
         log.warning("sandbox: %s", w)
     return info
-
-
-def shim_dir() -> Path:
-    """Directory of ``shim.py`` and ``wire.py`` on the trusted side."""
-    return Path(__file__).resolve().parent
 
 
 def candidate_env(cpus: float, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -223,11 +226,11 @@ def _python_roots() -> list[Path]:
 
 def hidden_paths() -> list[Path]:
     """Paths a candidate must never see, masked with tmpfs when a bind would expose them."""
-    import environments
     from harness.envs.data import data_root
+    from harness.envs.registry import environments_root
 
     paths = [
-        Path(environments.__file__).resolve().parent,
+        environments_root(),
         Path(__file__).resolve().parents[1],
         data_root(),
         Path.home(),
@@ -346,8 +349,8 @@ def bwrap_prefix(
             if workdir is None or not name or "/" in name or name in (".", ".."):
                 raise ValueError(f"fresh working directory: {name!r} is not a file name of the workdir")
             layout.bind("--ro-bind", str(workdir / name), f"{SANDBOX_WORKDIR}/{name}")
-    for f in ("shim.py", "wire.py", "syscall_filter.py"):
-        layout.bind("--ro-bind", str(shim_dir() / f), f"{SHIM_DIR_IN_SANDBOX}/{f}")
+    # The inside package alone (no trusted module): ``harness`` is a namespace package there.
+    layout.bind("--ro-bind", str(inside_dir()), f"{INSIDE_ROOT_IN_SANDBOX}/harness/inside")
     args += layout.args
     args += ["--chdir", SANDBOX_WORKDIR]
     if os.geteuid() == 0:
@@ -383,7 +386,8 @@ def sandbox_command(
     of ``workdir`` read-only. Other levels cannot make a fresh directory: the caller does (see
     ``SandboxedCandidate.run``), and passes it as ``workdir``.
 
-    ``argv[0]`` may be ``{python}`` (the current interpreter) and paths may use ``{shim}``. Every
+    ``argv[0]`` may be ``{python}`` (the current interpreter) and ``{inside}`` names the root of the
+    inside package as the sandbox sees it (see :mod:`.launch`). Every
     command runs under :mod:`.syscall_filter` (no locks, inotify or keyrings shared between
     sandboxes): the shim installs it first thing, any other command is started through it. A
     GPU variant's bubblewrap sandbox gets its worker slot's GPUs (see :mod:`.gpus`); run it with
@@ -394,11 +398,10 @@ def sandbox_command(
     """
     info = detect_isolation()
     py = sys.executable
-    if argv[:3] != ["{python}", "-I", "{shim}/shim.py"]:  # the shim installs the filter itself
-        argv = ["{python}", "-I", "{shim}/syscall_filter.py", *argv]
+    if not is_shim(argv):  # the shim installs the filter itself
+        argv = module_argv(FILTER_MODULE, *argv)
     if info.level == "bwrap":
-        shim = SHIM_DIR_IN_SANDBOX
-        argv = [a.replace("{python}", py).replace("{shim}", shim) for a in argv]
+        argv = fill(argv, py, INSIDE_ROOT_IN_SANDBOX)
         prefix = bwrap_prefix(
             workdir=workdir,
             uid=uid,
@@ -410,7 +413,7 @@ def sandbox_command(
         if nproc is not None and os.geteuid() == 0:
             prefix += ["prlimit", f"--nproc={nproc}", "--"]
         return prefix + argv
-    argv = [a.replace("{python}", py).replace("{shim}", str(shim_dir())) for a in argv]
+    argv = fill(argv, py, str(project_root()))
     if info.level == "container":
         # No CAP_SETPCAP in the container, so the bounding set is left as docker dropped it.
         pre = [
@@ -441,7 +444,7 @@ class ZygotePolicy:
     """Working directory of the zygote (None: the sandbox's /sandbox)."""
     scratch: tuple[str, ...]
     """Directories wiped after each candidate (what the zygote's uid owns) and then checked against
-    the zygote's baseline; anything left retires the zygote (``shim.Baseline``, ``Zygote.reap``)."""
+    the zygote's baseline; anything left retires the zygote (``inside.scrub.Baseline``, ``Zygote.reap``)."""
     reap: str
     """``all`` (kill every visible process of the zygote's uid but pid 1 and the zygote, and remove
     the uid's SysV IPC objects) or ``group`` (the child's group; the uid is not the candidates' alone)."""

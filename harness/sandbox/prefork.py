@@ -115,10 +115,10 @@ def fork_zygote(spec: ZygoteSpec, uid: int) -> ForkedChild | None:
             parent.close()
             os.close(err_r)
             _become_candidate(spec, uid, child, err_w)
-            from . import shim  # only now: it puts its own directory on sys.path (to import wire)
+            from harness.inside.zygote import zygote  # the inside package, as the exec path runs it
 
             policy = zygote_policy(Path(SANDBOX_WORKDIR))
-            shim.zygote(child, [], list(policy.scratch), policy.reap, collapse=spec.collapse)
+            zygote(child, [], list(policy.scratch), policy.reap, collapse=spec.collapse)
         except BaseException:  # noqa: BLE001 - report why the zygote could not start, then exit
             traceback.print_exc()
             sys.stderr.flush()

@@ -17,8 +17,8 @@ from typing import IO, Any
 
 from harness.envs.manifest import Hardware
 from harness.evaluation.errors import InfraError
+from harness.inside import wire
 
-from . import wire
 from .isolation import (
     SANDBOX_WORKDIR,
     detect_isolation,
@@ -29,6 +29,7 @@ from .isolation import (
     sandbox_env,
     zygote_policy,
 )
+from .launch import SHIM_MODULE, module_argv
 from .lifetime import tagged_tempdir
 from .limits import CandidateMemory, CgroupError
 from .limits.attach import attach_child
@@ -155,7 +156,7 @@ class CandidateConnection:
 
 
 def _serve_argv() -> list[str]:
-    return ["{python}", "-I", "{shim}/shim.py"]
+    return module_argv(SHIM_MODULE)
 
 
 def _joining(memory: CandidateMemory | None, limits: dict[str, int]) -> Any:

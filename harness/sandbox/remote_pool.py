@@ -20,8 +20,8 @@ from typing import Protocol
 
 from harness.envs.registry import Variant
 from harness.evaluation.result import EvalResult, Status, program_sha256
+from harness.inside import wire
 
-from . import wire
 from .base import Sandbox
 from .worker import Mode
 

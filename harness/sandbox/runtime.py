@@ -14,9 +14,9 @@ from typing import Any
 
 from harness.envs.manifest import Hardware, Language
 from harness.evaluation.errors import CandidateError, CandidateTimeout, InfraError
+from harness.inside import wire
 from harness.scoring.api import CallResult, ExecResult
 
-from . import wire
 from .freshdir import FreshDir
 from .isolation import preexec, rlimits, sandbox_command, sandbox_env
 from .lifetime import tagged_tempdir

@@ -12,7 +12,7 @@ import base64
 import binascii
 from typing import Any
 
-from . import wire
+from harness.inside import wire
 
 PREFIX = "EVB1:"
 """Marks a protocol line; anything else on the stream is ignored."""

@@ -18,8 +18,9 @@ from typing import Any
 
 from harness.envs.registry import Variant
 from harness.evaluation.result import EvalResult
+from harness.inside import wire
 
-from .. import stdio_wire, wire
+from .. import stdio_wire
 from ..remote_pool import RemoteInfraError, RemotePoolBackend
 from ..worker import Mode
 from .client import ImageRecipe, ModalClient, ModalInfraError, RemoteProcess

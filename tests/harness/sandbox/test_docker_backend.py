@@ -46,6 +46,13 @@ def probe():
         out["envs_listable"] = 1.0
     except OSError:
         out["envs_listable"] = 0.0
+    # Of the harness only harness/inside (the sandbox's own code) is readable by the candidate.
+    import importlib.util
+    inside = importlib.util.find_spec("harness.inside.wire")
+    out["inside_readable"] = float(inside is not None and os.access(inside.origin, os.R_OK))
+    site = "/opt/evobench/venv/lib/python3.11/site-packages/harness"
+    out["trusted_readable"] = float(any(os.access(f"{site}/{m}", os.R_OK) for m in
+                                        ("sandbox/worker.py", "kernels/session.py", "envs/registry.py")))
     with open("cwd-write-test", "w") as f:
         f.write("ok")
     out["cwd_writable"] = 1.0
@@ -93,6 +100,7 @@ def test_container_is_locked_down(cold: DockerBackend, selftest: Variant) -> Non
     assert m["root_writable"] == 0.0
     assert m["net"] == 0.0
     assert m["scorer_visible"] == 0.0 and m["envs_listable"] == 0.0
+    assert m["inside_readable"] == 1.0 and m["trusted_readable"] == 0.0
     assert r.backend == "docker"
 
 
@@ -178,7 +186,7 @@ def test_ctrl_c_leaves_no_container(client, eplb_tiny: Variant, tmp_path: Path) 
     cmd = [
         sys.executable,
         "-m",
-        "harness.cli.main",
+        "evobench.cli.main",
         "run",
         "--agent",
         "random-search",

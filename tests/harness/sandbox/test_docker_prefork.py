@@ -29,7 +29,7 @@ def probe():
         cmd = f.read()
     # positive control: this candidate's zygote was forked from the boot process, not exec'd
     out["forked_zygote"] = float(b"container_boot" in cmd)
-    out["exec_zygote"] = float(b"shim.py" in cmd)
+    out["exec_zygote"] = float(b"harness.inside.shim" in cmd)
     for who, pid in (("self", "self"), ("zygote", zygote)):
         st = _status(pid)
         out[who + "_uid0"] = float(any(x == "0" for x in st["Uid"].split() + st["Gid"].split()))

@@ -8,28 +8,28 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cli import commands_run
+from evobench.cli.run_plan import resolve_workers
 from harness.envs.registry import default_registry
-from harness.sandbox.gpus import assign, gpu_worker_plan
+from harness.hardware.gpus import assign, gpu_worker_plan
 
 
 @pytest.mark.parametrize(("pool", "expected"), [([0], 1), ([0, 1, 2, 3], 4), ([], 1), ([2, 5], 2)])
 def test_gpu_variant_defaults_to_one_worker_per_gpu(
     monkeypatch: pytest.MonkeyPatch, pool: list[int], expected: int
 ) -> None:
-    import harness.sandbox.gpus as gpus
+    import harness.hardware.gpus as gpus
 
     monkeypatch.setattr(gpus, "host_gpus", lambda: pool)
     v = default_registry().get("trimul-h100")
-    assert commands_run._workers(v, "local", 0) == expected
-    assert commands_run._workers(v, "docker", 0) == expected
-    assert commands_run._workers(v, "modal", 0) == 1  # each Modal slot is a billed GPU
-    assert commands_run._workers(v, "local", 3) == 3  # an explicit --workers is kept
+    assert resolve_workers(v, "local", 0)[0] == expected
+    assert resolve_workers(v, "docker", 0)[0] == expected
+    assert resolve_workers(v, "modal", 0)[0] == 1  # each Modal slot is a billed GPU
+    assert resolve_workers(v, "local", 3)[0] == 3  # an explicit --workers is kept
 
 
 def test_cpu_variant_keeps_one_worker_per_core() -> None:
     v = default_registry().get("trimul-tiny")
-    assert commands_run._workers(v, "local", 0) == (os.cpu_count() or 1)
+    assert resolve_workers(v, "local", 0)[0] == (os.cpu_count() or 1)
 
 
 def test_more_workers_than_gpus_warns() -> None:

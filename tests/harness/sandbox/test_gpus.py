@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from harness.envs.manifest import Hardware
 from harness.evaluation.errors import InfraError
+from harness.hardware.gpus import assign, host_gpus
 from harness.sandbox import isolation
-from harness.sandbox.gpus import assign, gpu_access, gpu_binds, host_gpus
+from harness.sandbox.gpus import gpu_access, gpu_binds
 
 GPU_HW = Hardware(cpus=1.0, memory_mb=2048, gpu="H100", gpu_count=1)
 CPU_HW = Hardware(cpus=1.0, memory_mb=2048)

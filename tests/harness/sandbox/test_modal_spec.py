@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from harness.envs.manifest import Hardware
 from harness.envs.registry import default_registry
 from harness.images.combined import combined_dockerfile, remove_context, stage_combined
-from harness.sandbox import stdio_wire, wire
+from harness.inside import wire
+from harness.sandbox import stdio_wire
 from harness.sandbox.modal_backend import ModalBackend, ModalInfraError, gpu_string, sandbox_spec
 from harness.sandbox.modal_backend.sdk import SdkModalClient, _SdkProcess, credentials_present
 
@@ -109,7 +110,7 @@ def test_cli_run_without_credentials_exits_clearly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
     env["MODAL_CONFIG_PATH"] = str(tmp_path / "none.toml")
     p = subprocess.run(
-        [sys.executable, "-m", "harness.cli.main", "run", "--agent", "random-search", "--env", "eplb-tiny",
+        [sys.executable, "-m", "evobench.cli.main", "run", "--agent", "random-search", "--env", "eplb-tiny",
          "--backend", "modal", "--max-evaluations", "1"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -148,7 +149,7 @@ def test_cli_modal_cleanup_without_credentials(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
     env["MODAL_CONFIG_PATH"] = str(tmp_path / "none.toml")
     p = subprocess.run(
-        [sys.executable, "-m", "harness.cli.main", "modal", "cleanup"],
+        [sys.executable, "-m", "evobench.cli.main", "modal", "cleanup"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert p.returncode == 2 and "modal token new" in p.stderr, p.stderr

@@ -38,11 +38,8 @@ def _check(results: dict[str, EvalResult]) -> None:
 
 
 @pytest.fixture(scope="module")
-def local_results() -> dict[str, EvalResult]:
-    from harness.sandbox.local import LocalBackend
-
-    with LocalBackend(workers=1) as b:
-        return _evaluate_all(b)
+def local_results(local_warm_backend: Sandbox) -> dict[str, EvalResult]:
+    return _evaluate_all(local_warm_backend)
 
 
 def test_local_backend_evaluates_derived_ids(local_results: dict[str, EvalResult]) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.sandbox import syscall_filter as sf
+from harness.inside import syscall_filter as sf
 
 ALLOW = 0x7FFF0000
 ERRNO = 0x00050000

@@ -1,7 +1,7 @@
 """Seccomp filter that closes covert channels between sandboxes through shared kernel objects.
 
 Runs inside the sandbox (standard library only; nothing here is secret). Every sandbox sees the
-same host inodes read-only: ``/usr``, the Python installation, ``/etc``, the shim, and the device
+same host inodes read-only: ``/usr``, the Python installation, ``/etc``, ``harness/inside``, and the device
 nodes bubblewrap binds into ``/dev`` (``/dev/null``...). A private copy per sandbox cannot cover
 device nodes, and bind, overlay-free read-only mounts share the inode, so a lock on any of them is
 visible to every other sandbox (and to a later phase of the same candidate). This filter therefore
@@ -24,8 +24,8 @@ makes the calls that observe or change such shared per-inode or per-uid state ha
 Channels that remain (timing through shared CPU, memory bandwidth, page cache read latency) are
 contention channels no filter closes; see the family and sandbox docs.
 
-``python -I syscall_filter.py PROGRAM ARGS...`` installs the filter and execs the program; the shim
-calls :func:`install` itself.
+``python -m harness.inside.syscall_filter PROGRAM ARGS...`` installs the filter and execs the
+program; the shim calls :func:`install` itself.
 """
 
 from __future__ import annotations
@@ -206,9 +206,9 @@ def install() -> None:
 
 
 def main() -> None:
-    """``python -I syscall_filter.py PROGRAM ARGS...``: install the filter, then exec the program."""
+    """``python -m harness.inside.syscall_filter PROGRAM ARGS...``: install the filter, exec PROGRAM."""
     if len(sys.argv) < 2:
-        raise SystemExit("usage: syscall_filter.py PROGRAM [ARGS...]")
+        raise SystemExit("usage: python -m harness.inside.syscall_filter PROGRAM [ARGS...]")
     install()
     os.execvp(sys.argv[1], sys.argv[1:])
 

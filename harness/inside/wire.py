@@ -3,7 +3,7 @@
 No pickle: a hostile candidate must not be able to run code in the trusted process by what
 it returns. A message is a JSON header plus raw array buffers; arrays are rebuilt with
 ``numpy.frombuffer`` from a whitelist of dtypes after checking sizes. This module is also
-loaded inside the sandbox by ``shim.py`` and so imports only the standard library and numpy
+loaded inside the sandbox by :mod:`.serve` and so imports only the standard library and numpy
 (torch lazily, when present).
 """
 

@@ -1,26 +1,26 @@
-"""Trusted kernel driver: runs INSIDE the sandbox, loaded before the candidate's code.
+"""Kernel driver: runs INSIDE the sandbox, loaded before the candidate's code (untrusted process).
 
-``python -I -B <dir>/kernel_driver.py`` connects to the scorer's Unix socket ``<dir>/s``, records
-the original timing primitives, imports ``<dir>/candidate.py`` and then serves requests one at a
-time. Each request carries only the inputs of its calls (``reps`` distinct input sets, run back
-to back under one clock; never a reference output, weights the checker keeps to itself, or the seed
-of a later input); the reply carries every call's output and the times. Timing:
-``torch.cuda.synchronize()``, optional L2 flush, then CUDA events on the current stream bracketed
-by host ``perf_counter_ns`` (on CPU only the host clock, labelled as such by the scorer).
-After every request: timing primitives must still be the originals, the event time must not exceed
-the host time bracketing it, no Python thread may be left running, inputs must be unchanged
-(except declared outputs such as a KV cache) and each output must be a plain ``torch.Tensor``
-on the evaluation's device (no subclass, no lazy object).
+Started as ``python -I -B -m harness.inside.kernel_driver DIR`` (through the harness's inside
+launcher, see ``harness/sandbox/isolation.py`` ``inside_argv``), it connects to the scorer's Unix
+socket ``DIR/s``, records the original timing primitives, imports ``DIR/candidate.py`` and then
+serves requests one at a time. Each request carries only the inputs of its calls (``reps``
+distinct input sets, run back to back under one clock; never a reference output, weights the
+checker keeps to itself, or the seed of a later input); the reply carries every call's output and
+the times. Timing: ``torch.cuda.synchronize()``, optional L2 flush, then CUDA events on the current
+stream bracketed by host ``perf_counter_ns`` (on CPU only the host clock, labelled as such by the
+scorer). After every request: timing primitives must still be the originals, the event time must
+not exceed the host time bracketing it, no Python thread may be left running, inputs must be
+unchanged (except declared outputs such as a KV cache) and each output must be a plain
+``torch.Tensor`` on the evaluation's device (no subclass, no lazy object).
 
-This file imports nothing from the harness: the scorer imports it only for the wire codec below.
-Exit codes: 0 done, 3 a task rule is broken (also reported on the socket), anything else an error.
+Everything in this process is the candidate's once its module is imported: the scorer bounds what
+it reports. The trusted calibration echo (``harness/kernels/echo.py``) reuses :class:`Driver`'s
+request loop in a process of its own. Exit codes: 0 done, 3 a task rule is broken (also reported
+on the socket), anything else an error.
 """
 
 import json
-import math
 import os
-import re
-import struct
 import sys
 import threading
 import time
@@ -30,207 +30,15 @@ from typing import Any
 
 import numpy as np
 
+from .kernel_wire import decode_tree, encode_tree, recv, send
+
 RULE_EXIT = 3
-_LEN = struct.Struct(">Q")
 
 
 class RuleBroken(Exception):
     """A task rule the candidate broke (reported as invalid, with the reason)."""
 
 
-# -- wire: length-prefixed JSON header, then each array's raw bytes -----------------------------
-# The header lists every array's dtype and shape; the bytes follow, concatenated, in that order. No
-# zip, no compression, no pickle: a receiver knows the size of everything before it allocates, and
-# reads straight into the arrays it allocated (``recv_into``), so a reply costs its own size once.
-MAX_HEADER = 1 << 20
-MAX_DEPTH = 32
-MAX_NDIM = 8
-# Torch dtype name -> NumPy storage dtype. bfloat16 has no NumPy dtype: it travels as its 16-bit
-# pattern. Nothing else crosses the wire.
-WIRE_DTYPES = {
-    "float64": "float64",
-    "float32": "float32",
-    "float16": "float16",
-    "bfloat16": "int16",
-    "int64": "int64",
-    "int32": "int32",
-    "int16": "int16",
-    "int8": "int8",
-    "uint8": "uint8",
-    "bool": "bool",
-}
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-
-
-def json_depth(raw: bytes) -> int:
-    """Deepest ``[``/``{`` nesting of a JSON text (strings ignored), without recursing."""
-    body = np.frombuffer(_STRINGS.sub(b"", raw), dtype=np.uint8)
-    step = (body == ord("[")).astype(np.int64) + (body == ord("{")) - (body == ord("]")) - (body == ord("}"))
-    return int(np.cumsum(step).max(initial=0))
-
-
-def load_json(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:
-    """``json.loads`` after a nesting-depth scan.
-
-    Raises:
-        ValueError: Nested deeper than ``max_depth`` (never ``RecursionError``) or not JSON.
-    """
-    depth = json_depth(raw)
-    if depth > max_depth:
-        raise ValueError(f"JSON nested {depth} deep (limit {max_depth})")
-    return json.loads(raw)
-
-
-def _flat(a: np.ndarray) -> memoryview:
-    return np.ascontiguousarray(a).reshape(-1).view(np.uint8).data
-
-
-def send(sock: Any, header: dict[str, Any], arrays: list[tuple[str, np.ndarray]] | None = None) -> None:
-    """Send one message: a JSON header and ``(torch dtype name, array)`` pairs."""
-    arrays = arrays or []
-    specs = [{"dtype": d, "shape": list(a.shape)} for d, a in arrays]
-    head = json.dumps({**header, "arrays": specs}).encode()
-    sock.sendall(_LEN.pack(len(head)) + head)
-    for _, a in arrays:
-        if a.nbytes:
-            sock.sendall(_flat(a))
-
-
-def _exact(sock: Any, n: int) -> bytes:
-    buf = bytearray(n)
-    _fill(sock, memoryview(buf))
-    return bytes(buf)
-
-
-def _fill(sock: Any, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        k = sock.recv_into(view[got : got + (1 << 22)])
-        if not k:
-            raise EOFError("connection closed")
-        got += k
-
-
-def recv_header(sock: Any, max_header: int = MAX_HEADER) -> dict[str, Any]:
-    """Read one header (size capped before reading, depth checked before parsing).
-
-    Raises:
-        ValueError: Over the cap, too deep, not JSON or not an object.
-        EOFError: The peer closed the connection.
-    """
-    (n,) = _LEN.unpack(_exact(sock, 8))
-    if n > max_header:
-        raise ValueError(f"header of {n} bytes over the {max_header}-byte cap")
-    header = load_json(_exact(sock, n))
-    if not isinstance(header, dict):
-        raise ValueError("header is not a JSON object")
-    return header
-
-
-def array_specs(header: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
-    """The ``(dtype, shape)`` list a header declares, validated (nothing is allocated).
-
-    Raises:
-        ValueError: Not a list of known dtypes with shapes of at most ``MAX_NDIM`` non-negative ints.
-    """
-    raw = header.get("arrays", [])
-    if not isinstance(raw, list):
-        raise ValueError("'arrays' is not a list")
-    out = []
-    for spec in raw:
-        if not isinstance(spec, dict) or spec.get("dtype") not in WIRE_DTYPES:
-            raise ValueError(f"array spec {str(spec)[:80]} has no known dtype")
-        shape = spec.get("shape")
-        ok = isinstance(shape, list) and len(shape) <= MAX_NDIM
-        if not ok or not all(type(d) is int and 0 <= d < 1 << 48 for d in shape):  # type: ignore[union-attr]
-            raise ValueError(f"array spec {str(spec)[:80]} has no valid shape")
-        out.append((str(spec["dtype"]), tuple(shape)))  # type: ignore[arg-type]
-    return out
-
-
-def nbytes(specs: list[tuple[str, tuple[int, ...]]]) -> int:
-    """Bytes the declared arrays occupy (Python ints: no overflow)."""
-    return sum(math.prod(s) * np.dtype(WIRE_DTYPES[d]).itemsize for d, s in specs)
-
-
-def recv_arrays(sock: Any, specs: list[tuple[str, tuple[int, ...]]]) -> list[tuple[str, np.ndarray]]:
-    """Allocate the declared arrays and read their bytes into them (validate ``specs`` first)."""
-    out = []
-    for d, shape in specs:
-        a = np.empty(shape, dtype=WIRE_DTYPES[d])
-        if a.nbytes:
-            _fill(sock, a.reshape(-1).view(np.uint8).data)
-        out.append((d, a))
-    return out
-
-
-def recv(
-    sock: Any, max_header: int = MAX_HEADER, max_payload: int = 1 << 40
-) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
-    """Receive one message (header, then the arrays it declares).
-
-    Raises:
-        ValueError: Malformed header, or a declared payload over ``max_payload`` (raised before
-            any array is allocated).
-        EOFError: The peer closed the connection.
-    """
-    header = recv_header(sock, max_header)
-    specs = array_specs(header)
-    m = nbytes(specs)
-    if m > max_payload:
-        raise ValueError(f"payload of {m} bytes over the {max_payload}-byte cap")
-    return header, recv_arrays(sock, specs)
-
-
-def encode_tree(tree: Any, torch: Any, arrays: list[tuple[str, np.ndarray]]) -> Any:
-    """Nested lists / dicts / tensors / numbers -> JSON tree, tensors appended to ``arrays``."""
-    if isinstance(tree, (list, tuple)):
-        return [encode_tree(x, torch, arrays) for x in tree]
-    if isinstance(tree, dict):
-        return {"__dict__": {str(k): encode_tree(v, torch, arrays) for k, v in tree.items()}}
-    if torch is not None and torch.is_tensor(tree):
-        t = tree.detach().to("cpu").contiguous()
-        dtype = str(t.dtype).replace("torch.", "")
-        if dtype not in WIRE_DTYPES:
-            raise TypeError(f"cannot send a {dtype} tensor")
-        if dtype == "bfloat16":
-            t = t.view(torch.int16)
-        arrays.append((dtype, t.numpy()))
-        return {"__tensor__": len(arrays) - 1}
-    if isinstance(tree, np.ndarray):
-        if str(tree.dtype) not in WIRE_DTYPES:
-            raise TypeError(f"cannot send a {tree.dtype} array")
-        arrays.append((str(tree.dtype), tree))
-        return {"__tensor__": len(arrays) - 1}
-    if tree is None or isinstance(tree, (bool, int, float, str)):
-        return tree
-    raise TypeError(f"cannot send a {type(tree).__name__}")
-
-
-def decode_tree(
-    tree: Any, arrays: list[tuple[str, np.ndarray]], to_leaf: Callable[[np.ndarray, str], Any]
-) -> Any:
-    """Inverse of ``encode_tree``; ``to_leaf(array, dtype)`` builds each tensor.
-
-    Raises:
-        ValueError: A tensor reference that is not an index of ``arrays``.
-    """
-    if isinstance(tree, list):
-        return [decode_tree(x, arrays, to_leaf) for x in tree]
-    if isinstance(tree, dict) and "__dict__" in tree:
-        if not isinstance(tree["__dict__"], dict):
-            raise ValueError("'__dict__' is not an object")
-        return {k: decode_tree(v, arrays, to_leaf) for k, v in tree["__dict__"].items()}
-    if isinstance(tree, dict) and "__tensor__" in tree:
-        i = tree["__tensor__"]
-        if type(i) is not int or not 0 <= i < len(arrays):
-            raise ValueError(f"tensor reference {str(i)[:40]} is not an array index")
-        d, a = arrays[i]
-        return to_leaf(a, d)
-    return tree
-
-
-# -- in-sandbox side ------------------------------------------------------------------------------
 def os_threads() -> int:
     """Threads of this process as the kernel sees them (``_thread`` and native threads included)."""
     try:
@@ -382,17 +190,11 @@ class Driver:
 
         return call
 
-    def echo(self, expect: Any, reps: int) -> Callable[[Any], Any]:
-        """The trusted calibration "kernel": zeros of one call's expected output specs."""
-        t = self.torch
-        specs = [(getattr(t, str(d)), tuple(int(x) for x in s)) for d, s in expect]
-        per = len(specs) // max(1, reps)
-
-        def call(args: Any) -> Any:
-            outs = [t.zeros(s, dtype=d, device=self.device) for d, s in specs[:per]]
-            return outs[0] if len(outs) == 1 else outs
-
-        return call
+    def kernel(self, fn: Callable[[Any], Any] | None, header: dict[str, Any], n: int) -> Callable[[Any], Any]:
+        """The callable a call request runs ``n`` times: the candidate's (a subclass may swap it)."""
+        if fn is None:
+            raise ValueError("call before the model was built")
+        return fn
 
     def unpack(
         self, header: dict[str, Any], arrays: list[tuple[str, np.ndarray]], mutable: set[int]
@@ -416,9 +218,9 @@ class Driver:
             keep += [(x, x.clone()) for i, x in enumerate(self.tensors(args)) if i not in mutable]
         return calls, keep
 
-    def serve(self, sock: Any, module: Any, echo: bool = False) -> None:
-        """Answer requests until ``stop`` (or EOF); ``echo``: the trusted calibration process."""
-        fn = None if echo else getattr(module, self.p["entry"])
+    def serve(self, sock: Any, module: Any) -> None:
+        """Answer requests until ``stop`` (or EOF); ``module`` None: no candidate (the echo)."""
+        fn = None if module is None else getattr(module, self.p["entry"])
         mutable = set(self.p.get("mutable", []))
         while True:
             header, arrays = recv(sock)
@@ -440,9 +242,8 @@ class Driver:
             # batch makes kernels shorter than the transport measurable by the trusted round trip;
             # distinct inputs, each output checked, make a cache of earlier outputs useless).
             calls, keep = self.unpack(header, arrays, mutable)
-            call = self.echo(header["expect"], len(calls)) if echo else fn
-            assert call is not None
             try:
+                call = self.kernel(fn, header, len(calls))
                 outs, host, event = self.timed(call, calls)
                 self.check_output(outs)
                 # The outputs are copied out now: work finishing later cannot change what is checked.
@@ -479,35 +280,14 @@ def _candidate(here: str, entry: str) -> Any:
     return module
 
 
-def echo_main(fd: int, params: dict[str, Any]) -> None:
-    """``driver.py --echo FD PARAMS``: the trusted calibration process.
-
-    Never sandboxed, never the candidate's interpreter. Serves on the inherited socket ``FD`` like
-    the driver, with a kernel that only allocates the expected outputs.
-    """
-    import socket
-
-    import torch
-
-    torch.set_num_threads(max(1, int(params.get("threads", 1))))
-    sock = socket.socket(fileno=fd)
-    driver = Driver(".", params, torch)
-    send(sock, {"type": "ready"})
-    try:
-        driver.serve(sock, None, echo=True)
-    except EOFError:
-        pass
-
-
 def main() -> None:
     """Connect, load the candidate, serve calls (see the module docstring)."""
     import socket
 
     sys.dont_write_bytecode = True
-    if len(sys.argv) == 4 and sys.argv[1] == "--echo":
-        echo_main(int(sys.argv[2]), json.loads(sys.argv[3]))
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m harness.inside.kernel_driver EXCHANGE_DIR")
+    here = os.path.abspath(sys.argv[1])
     with open(os.path.join(here, "params.json")) as f:
         p = json.load(f)
     import torch

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness.sandbox import wire
-from harness.sandbox.wire import WireError
+from harness.inside import wire
+from harness.inside.wire import WireError
 
 ALLOWED = sorted(wire.ALLOWED_DTYPES)
 _SCALE = float(os.environ.get("EVOBENCH_WIRE_FUZZ_SCALE", "1"))  # e.g. 20 for a long fuzzing session

@@ -1,0 +1,61 @@
+"""Trusted calibration echo: the kernel driver's request loop with a kernel that only allocates.
+
+``python -I -B -m harness.kernels.echo FD PARAMS`` is started by the scorer (``calibrate``) as a
+plain subprocess of its own: never sandboxed, never the candidate's interpreter. It serves on the
+inherited socket ``FD`` exactly as the in-sandbox driver (:mod:`harness.inside.kernel_driver`)
+does, but each call only returns zeros of the request's expected outputs, so its round trips and
+CPU are the transport's and the driver's own, with no kernel in them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from harness.inside.kernel_driver import Driver
+from harness.inside.kernel_wire import send
+
+
+class EchoDriver(Driver):
+    """A :class:`Driver` whose kernel is the trusted echo (zeros of the expected outputs)."""
+
+    def kernel(self, fn: Callable[[Any], Any] | None, header: dict[str, Any], n: int) -> Callable[[Any], Any]:
+        """Zeros of one call's expected output specs (``header["expect"]`` lists all ``n`` calls')."""
+        t = self.torch
+        specs = [(getattr(t, str(d)), tuple(int(x) for x in s)) for d, s in header["expect"]]
+        per = len(specs) // max(1, n)
+
+        def call(args: Any) -> Any:
+            outs = [t.zeros(s, dtype=d, device=self.device) for d, s in specs[:per]]
+            return outs[0] if len(outs) == 1 else outs
+
+        return call
+
+
+def echo_main(fd: int, params: dict[str, Any]) -> None:
+    """Serve on the inherited socket ``fd`` until ``stop`` or EOF (see the module docstring)."""
+    import torch
+
+    torch.set_num_threads(max(1, int(params.get("threads", 1))))
+    sock = socket.socket(fileno=fd)
+    driver = EchoDriver(".", params, torch)
+    send(sock, {"type": "ready"})
+    try:
+        driver.serve(sock, None)
+    except EOFError:
+        pass
+
+
+def main() -> None:
+    """``echo FD PARAMS`` (see the module docstring)."""
+    sys.dont_write_bytecode = True
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: python -m harness.kernels.echo FD PARAMS")
+    echo_main(int(sys.argv[1]), json.loads(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    main()
