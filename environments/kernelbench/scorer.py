@@ -1,12 +1,6 @@
 """KernelBench scorer: speedup of ``ModelNew`` over the eager reference ``Model``, timed live.
 
-Per evaluation: the static pre-filter (``static_checks``); the reference ``Model`` timed in its own
-sandboxed driver session; then the candidate's ``ModelNew`` (both built from ``get_init_inputs()``
-under the same seed, so parameters match when created in the same order). Every candidate call,
-correctness trial or timed, gets inputs from ``get_inputs()`` under a fresh seed derived from a
-secret, and its output is checked in this process against the reference model's
-(atol = rtol = 1e-2, KernelBench v0). Score = reference mean / candidate mean (maximise); ``fast_1``
-is 1 when the kernel is correct and faster than the reference.
+Protocol and tolerances: ``environments/kernelbench/README.md``; timing in ``harness.kernels``.
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ from harness.evaluation.result import CaseRecord
 from harness.kernels.batch import BatchPlan, BatchRun
 from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
 from harness.kernels.session import DriverParams, KernelSession, OutSpec
+from harness.kernels.timing import CaseBound
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
 from harness.scoring.device import DeviceChoice, choose_device
 
@@ -192,6 +187,9 @@ class KernelBenchScorer(Scorer):
             # 1: both means are OS-measured CPU times of their sandboxes' cgroups (CPU variants).
             "timing_os_cpu": float(os_clock),
         }
+        raws = [t.bound.os_cpu_raw if t.bound else None for t in (ref_t, kern_t)]
+        if raws[0] is not None and raws[1] is not None:  # the same, before the speed probes' scaling
+            metrics["speedup_raw"] = raws[0] / max(raws[1], float(self.params.get("floor_us", 1.0)) * 1e-6)
         metrics.update(self.device.metrics())
         clock = (
             "the OS (CPU time of its sandbox's cgroup, interleaved with the other's calls)"
@@ -224,6 +222,7 @@ class _Timer:
         self.want, self.run = want, run
         self.times: list[float] = []
         self.calls = 0
+        self.bound: CaseBound | None = None
 
     def more(self) -> bool:
         """Whether this session's stop rule and batching want another request."""
@@ -244,4 +243,5 @@ class _Timer:
 
     def close(self, what: str) -> float:
         """Close the case (confirming a suspect one): its counted mean per call (s)."""
-        return self.session.close_case(self.times, self.step, what)[0]
+        mean, self.bound = self.session.close_case(self.times, self.step, what)
+        return mean

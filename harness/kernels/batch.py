@@ -12,8 +12,13 @@ postpones them, and one that stalls its timed calls pays for it in the trusted r
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+
+from harness.inside import kernel_wire as wire
 
 
 @dataclass(frozen=True)
@@ -97,3 +102,23 @@ class BatchRun:
             return False
         self.extra += 1
         return True
+
+
+def pack(calls: Sequence[Any], torch: Any) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+    """A call request and its arrays.
+
+    Stacked (one tree, each array ``[reps, ...]``) when the calls differ only in their tensors'
+    values: a batch then costs one transfer and one driver-side copy per input, not per call.
+    """
+    per: list[list[tuple[str, np.ndarray]]] = [[] for _ in calls]
+    trees = [wire.encode_tree(args, torch, arrs) for args, arrs in zip(calls, per, strict=True)]
+    sig = [(d, a.shape) for d, a in per[0]]
+    if (
+        len(calls) > 1
+        and all(t == trees[0] for t in trees)
+        and all([(d, a.shape) for d, a in p] == sig for p in per)
+    ):
+        stacked = [(d, np.stack([p[j][1] for p in per])) for j, (d, _) in enumerate(sig)]
+        return {"op": "call", "stacked": True, "reps": len(calls), "args": trees[0]}, stacked
+    arrays: list[tuple[str, np.ndarray]] = []  # one list: tensor indices are request-wide
+    return {"op": "call", "calls": [wire.encode_tree(args, torch, arrays) for args in calls]}, arrays

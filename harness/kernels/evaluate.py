@@ -20,6 +20,7 @@ from harness.evaluation.result import CaseRecord
 from .batch import BatchPlan, BatchRun
 from .checks import StopRule, call_seed, geomean_floored
 from .session import CallTiming, CaseBound, KernelSession, OutSpec
+from .timing import PROBE_REF_S
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class KernelReport:
     reported_us: float = 0.0
     """The same geomean over the sandbox's own reported per-call times (a hint; never counted
     where the OS figure is)."""
+    os_raw_us: float = 0.0
+    """The same geomean over the cases' OS figures in this machine's CPU time, before the speed
+    probe's scaling (``CaseBound.os_cpu_raw``; 0 unless every case had one)."""
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics for the result record."""
@@ -90,6 +94,7 @@ class KernelReport:
             "overhead_us": self.overhead_us,
             "bound_cases": float(self.bound_cases),
             "reported_us": self.reported_us,
+            "os_raw_us": self.os_raw_us,
             # 1: every benchmark counted the OS-measured CPU time; 0: the round-trip bound over
             # the report (GPU, or no cgroup counter here: EVOBENCH_MEMORY_LIMIT=rlimit and the like).
             "timing_os_cpu": float(bool(self.bench_means_us) and self.os_cases == len(self.bench_means_us)),
@@ -130,6 +135,7 @@ def run_cases(
     bound = 0
     os_cases = 0
     reported: list[float] = []
+    raws: list[float] = []
 
     def one(case: Case, ks: list[int], what: str) -> CallTiming:
         nonlocal calls
@@ -183,6 +189,8 @@ def run_cases(
             raised = b.os_cpu is None and b.lower > rep_median
             bound += raised
             os_cases += b.os_cpu is not None
+            if b.os_cpu_raw is not None:
+                raws.append(b.os_cpu_raw * 1e6)
             trip_means.append(statistics.fmean(trips) * 1e6)
             means[case.name] = mean * 1e6
             records.append(_record(case.name, means[case.name], mean, b, len(times), cpu, raised))
@@ -196,7 +204,8 @@ def run_cases(
     trip = geomean_floored(trip_means, floor_us)
     overhead = statistics.fmean(floors) * 1e6 if floors else 0.0
     rep_score = geomean_floored(reported, floor_us) if reported else 0.0
-    return KernelReport(score, means, timed, cpu, trip, records, overhead, bound, os_cases, rep_score)
+    raw = geomean_floored(raws, floor_us) if raws and len(raws) == len(means) else 0.0
+    return KernelReport(score, means, timed, cpu, trip, records, overhead, bound, os_cases, rep_score, raw)
 
 
 def _record(
@@ -209,10 +218,12 @@ def _record(
             status="ok",
             score=us,
             cpu_seconds=mean,
-            reason=f"CPU time per call in microseconds measured by the OS: the sandbox's cgroup used "
-            f"{b.window_cpu * 1e3:.2f} ms over {b.os_calls} calls in {requests} requests, less the "
-            f"trusted echo's {b.echo_cpu * 1e3:.2f} ms for the same requests; the sandbox reported a "
-            f"median {b.reported_median * 1e6:.1f} us",
+            reason=f"CPU time per call in microseconds measured by the OS, at the reference speed: the "
+            f"sandbox's cgroup used {b.window_cpu * 1e3:.2f} ms over {b.os_calls} calls in {requests} "
+            f"requests, less the trusted echo's {b.echo_cpu * 1e3:.2f} ms for the same requests "
+            f"({(b.os_cpu_raw or 0.0) * 1e6:.1f} us per call), times {PROBE_REF_S * 1e6:.0f} us / "
+            f"the trusted speed probe's {b.probe * 1e6:.1f} us; the sandbox reported a median "
+            f"{b.reported_median * 1e6:.1f} us",
         )
     clock = "host perf_counter (CPU run, no cgroup CPU counter here)" if cpu else "CUDA events"
     return CaseRecord(

@@ -1,8 +1,8 @@
 """Trusted side of a kernel evaluation: starts the in-sandbox driver and exchanges calls with it.
 
 The scorer creates an exchange directory in the candidate's work directory (``ExchangeDir``),
-writes the candidate, the driver and its parameters there, listens on a Unix socket ``s`` in it,
-and starts ``kernel_driver.py`` with ``CandidateRuntime.run`` in a background thread. Each
+writes the candidate and the driver's parameters there, listens on a Unix socket ``s`` in it,
+and starts ``harness.inside.kernel_driver`` with ``CandidateRuntime.run`` in a background thread. Each
 :meth:`KernelSession.call` sends the inputs of one call (host bytes) and returns the output and
 its timing. The reply must declare exactly the expected outputs' dtypes and shapes before any
 byte of it is allocated (then read straight into preallocated arrays), and the time that counts
@@ -27,14 +27,26 @@ from typing import Any
 import numpy as np
 
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
+from harness.inside import kernel_wire as wire
+from harness.inside.kernel_driver import RULE_EXIT
+from harness.sandbox.launch import module_argv
 from harness.sandbox.limits.cpu import GroupCpu, group_cpu_possible, settle
 from harness.scoring.api import CandidateRuntime, ExecResult
 from harness.scoring.exchange import ExchangeDir
 
-from . import driver as wire
-from .calibrate import DRIVER_FILE, Echo, EchoCalibrator, Overhead
+from .batch import pack
+from .calibrate import Echo, EchoCalibrator, Overhead
 from .checks import TensorOut
-from .timing import CallTiming, CaseBound, peer_pid, split_cpus
+from .timing import (
+    PROBE_QUIET_NS,
+    CallTiming,
+    CaseBound,
+    fastest_probe,
+    os_figure,
+    peer_pid,
+    speed_probe,
+    split_cpus,
+)
 
 _REASON_CAP = 2000
 
@@ -81,6 +93,9 @@ class DriverParams:
     """Extra timed calls at most while a case looks :meth:`KernelSession.suspect` (noise clears)."""
     os_clock: bool = True
     """On CPU, count the CPU time the sandbox's cgroup used (:class:`CaseBound`, ``os_cpu``)."""
+    speed_probe: bool = True
+    """With the OS clock, scale it by a trusted speed probe timed beside every timed request
+    (:func:`~harness.kernels.timing.speed_probe`): the machine's speed drifts ~2x on a shared VM."""
     pin_echo: bool = True
     """Where the round-trip bound counts, run the echo on a CPU the sandbox cannot use."""
 
@@ -132,7 +147,6 @@ class KernelSession:
         c = self.candidate
         ex = self._ex = ExchangeDir(Path(c.workdir), self.prefix)
         ex.write_new("candidate.py", c.source.encode("utf-8"))
-        ex.write_new("kernel_driver.py", DRIVER_FILE.read_bytes())
         ex.write_new("params.json", json.dumps(self.params.driver_json()).encode())
         # Where the round-trip bound will count (GPU, or no cgroup counter here), the echo gets a
         # CPU of its own: a candidate's processes cannot load it to inflate the transport floor.
@@ -140,6 +154,8 @@ class KernelSession:
         echo_cpus = None
         if self.params.pin_echo and not (want_os and group_cpu_possible()):
             echo_cpus, self._sandbox_cpus = split_cpus()
+        if want_os and self.params.speed_probe:
+            speed_probe()  # before the sandbox exists: the fastest probe can never be the candidate's
         # Started now so that its start-up overlaps the sandbox's; awaited at the first timed call.
         self._echo = EchoCalibrator(self.params.driver_json(), self.params.calibration_reps, cpus=echo_cpus)
         path = Path(c.workdir) / ex.name / "s"
@@ -181,7 +197,7 @@ class KernelSession:
         if self._sandbox_cpus:
             kw["cpus"] = self._sandbox_cpus
         try:
-            argv = ["{python}", "-I", "-B", f"{name}/kernel_driver.py"]
+            argv = module_argv("harness.inside.kernel_driver", name)
             self._result.append(self.candidate.run(argv, timeout=timeout, **kw))
         except BaseException as e:  # handed to the scorer's thread by _fail
             self._result.append(e)
@@ -198,7 +214,7 @@ class KernelSession:
         stderr = res.stderr.decode("utf-8", errors="replace").strip()
         if res.timed_out:
             raise CandidateTimeout(f"{what}: hit the {res.limit or 'wall'} limit")
-        if res.returncode == wire.RULE_EXIT:
+        if res.returncode == RULE_EXIT:
             raise CandidateInvalid((stderr.splitlines()[-1] if stderr else "rule broken")[:_REASON_CAP])
         msg = f"{what}: driver exited with code {res.returncode}: {stderr[-_REASON_CAP:]}"
         raise CandidateError(_quota(msg))
@@ -302,7 +318,7 @@ class KernelSession:
         if not calls or len(calls) != len(expects):
             raise ValueError("one expected output list per call, and at least one call")
         expect = [(str(d), tuple(int(x) for x in s)) for e in expects for d, s in e]
-        request, arrays = _pack(calls, torch)
+        request, arrays = pack(calls, torch)
         request["expect"] = [[d, list(s)] for d, s in expect]
         oh = Overhead(0.0, 0.0, 0)
         if timed:
@@ -349,7 +365,9 @@ class KernelSession:
                 f"{what}: malformed reply from the sandbox: {type(e).__name__}: {e}"
             ) from None
         echo = self._echo.pair(request, arrays) if timed and self._echo is not None else Echo(0.0, 0.0)
-        timing = replace(self._timing(host, event, round_trip, oh, echo, len(calls)), cpu_used=req_cpu)
+        probe = self._probe() if timed else math.nan
+        timing = self._timing(host, event, round_trip, oh, echo, len(calls))
+        timing = replace(timing, cpu_used=req_cpu, probe=probe)
         if timed:
             self._timed.append(timing)
             if bigger:
@@ -397,6 +415,21 @@ class KernelSession:
         b = CaseBound(lower, fastest, floor, rep, len(group), reps, tuple(c.seconds for c in group))
         return self._os_figure(b)
 
+    def _probe(self) -> float:
+        """The machine's speed now (:func:`speed_probe`), the sandbox idle; NaN without the OS clock.
+
+        The candidate cannot slow it to look faster: its tree's counter is read around the probe,
+        and where the tree used CPU during it the process's fastest probe stands in (no gain).
+        """
+        if self._cpu is None or not self.params.speed_probe:
+            return math.nan
+        q0 = self._cpu.read_ns()
+        p = speed_probe()
+        q1 = self._cpu.read_ns()
+        if q0 is None or q1 is None or q1 - q0 > PROBE_QUIET_NS:
+            return fastest_probe()
+        return p
+
     def _read_cpu(self) -> int | None:
         """The sandbox's cgroup CPU counter (ns), read once the driver idles (exact then)."""
         if self._cpu is None:
@@ -420,19 +453,9 @@ class KernelSession:
             start, first = self._cpu0_first, self._win_first
         win = self._timed[first:]
         now = self._read_cpu()
-        # The echo's CPU per request size: the median of its pairs (one preempted, cache-cold echo
-        # must not move it), times the requests of that size.
-        sizes = {c.reps for c in win}
-        echo = math.fsum(
-            statistics.median(c.echo_cpu for c in win if c.reps == r) * sum(1 for c in win if c.reps == r)
-            for r in sizes
-        )
-        if now is None or not all(math.isfinite(c.echo_cpu) for c in win):
+        if now is None:
             return b
-        window = (now - start) / 1e9
-        calls = sum(c.reps for c in win)
-        os_cpu = max(0.0, window - echo) / calls
-        return replace(b, os_cpu=os_cpu, os_calls=calls, window_cpu=window, echo_cpu=echo)
+        return os_figure(b, win, (now - start) / 1e9)
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.
@@ -445,7 +468,7 @@ class KernelSession:
         p = self.params
         # With an OS figure a low report gains nothing (the figure counts), but one far under it
         # is still a lie worth a clear verdict.
-        ref = b.os_cpu if b.os_cpu is not None else b.lower
+        ref = b.os_cpu_raw if b.os_cpu_raw is not None else b.lower
         return ref > p.timing_floor_s and b.reported_median < p.suspect_ratio * ref
 
     def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
@@ -491,7 +514,8 @@ class KernelSession:
         if bad and bound.os_cpu is not None:
             raise CandidateInvalid(
                 f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
-                f"per call, but its process tree used {bound.os_cpu * 1e6:.1f} us of CPU per call "
+                f"per call, but its process tree used {(bound.os_cpu_raw or 0.0) * 1e6:.1f} us of CPU "
+                f"per call "
                 f"({bound.window_cpu * 1e3:.2f} ms over {bound.os_calls} calls, less the trusted "
                 f"echo's {bound.echo_cpu * 1e3:.2f} ms for the same requests)"
             )
@@ -526,26 +550,6 @@ class KernelSession:
         if self._ex is not None:
             self._ex.close()
             self._ex = None
-
-
-def _pack(calls: Sequence[Any], torch: Any) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
-    """A call request and its arrays.
-
-    Stacked (one tree, each array ``[reps, ...]``) when the calls differ only in their tensors'
-    values: a batch then costs one transfer and one driver-side copy per input, not per call.
-    """
-    per: list[list[tuple[str, np.ndarray]]] = [[] for _ in calls]
-    trees = [wire.encode_tree(args, torch, arrs) for args, arrs in zip(calls, per, strict=True)]
-    sig = [(d, a.shape) for d, a in per[0]]
-    if (
-        len(calls) > 1
-        and all(t == trees[0] for t in trees)
-        and all([(d, a.shape) for d, a in p] == sig for p in per)
-    ):
-        stacked = [(d, np.stack([p[j][1] for p in per])) for j, (d, _) in enumerate(sig)]
-        return {"op": "call", "stacked": True, "reps": len(calls), "args": trees[0]}, stacked
-    arrays: list[tuple[str, np.ndarray]] = []  # one list: tensor indices are request-wide
-    return {"op": "call", "calls": [wire.encode_tree(args, torch, arrays) for args in calls]}, arrays
 
 
 def _to_numpy(arr: np.ndarray, dtype: str) -> TensorOut:

@@ -18,8 +18,54 @@ import os
 import socket
 import statistics
 import struct
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+PROBE_REF_S = 250e-6
+"""CPU seconds the speed probe (:func:`speed_probe`) takes on the reference machine (the 2-core
+KVM machine the figures in docs/trust-model.md come from, quiet): OS figures are scaled to it."""
+PROBE_QUIET_NS = 50_000
+"""A probe during which the sandbox's cgroup used more CPU than this was disturbed by the
+candidate: the process's fastest probe stands in for it (:meth:`KernelSession.call_many`)."""
+_fastest_probe: list[float] = []
+
+
+def speed_probe(chunks: int = 5, matmuls: int = 20) -> float:
+    """This thread's CPU seconds for a fixed workload: the machine's speed right now.
+
+    On a shared VM a process's CPU time for the same work moves ~2x over seconds (other guests,
+    host load); timed by the trusted scorer beside each request, the probe moves with it. The
+    median of ``chunks`` chunks of ``matmuls`` 96x96 float32 matmuls on one intra-op thread (the
+    first chunk warms the caches; a preempted chunk is dropped by the median). The fastest probe
+    of this process is kept (:func:`fastest_probe`).
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    if threads != 1:  # thread_time counts this thread only: the work must stay on it
+        torch.set_num_threads(1)
+    try:
+        a = torch.full((96, 96), 0.5)
+        out = torch.empty(96, 96)
+        times = []
+        for _ in range(chunks):
+            t0 = time.thread_time_ns()
+            for _ in range(matmuls):
+                torch.mm(a, a, out=out)
+            times.append((time.thread_time_ns() - t0) / 1e9)
+    finally:
+        if threads != 1:
+            torch.set_num_threads(threads)
+    p = statistics.median(times)
+    if not _fastest_probe or p < _fastest_probe[0]:
+        _fastest_probe[:] = [p]
+    return p
+
+
+def fastest_probe() -> float:
+    """The fastest :func:`speed_probe` of this process (one is made if none was)."""
+    return _fastest_probe[0] if _fastest_probe else speed_probe()
 
 
 @dataclass(frozen=True)
@@ -51,6 +97,9 @@ class CallTiming:
     """CPU seconds the sandbox's tree used between sending the request and its reply (NaN
     without a cgroup counter). Steers batching only: work deferred past the reply is counted by
     the case's window (:class:`CaseBound`), not here."""
+    probe: float = math.nan
+    """The trusted :func:`speed_probe` made right after this request and its echo, with the
+    sandbox idle (the process's fastest probe where the sandbox used CPU during it; NaN: none)."""
 
     @property
     def batch_time(self) -> float:
@@ -89,9 +138,14 @@ class CaseBound:
     times: tuple[float, ...] = ()
     """The sandbox's per-call seconds of those requests (smaller, earlier ones are warm-up)."""
     os_cpu: float | None = None
-    """CPU variants: the OS-measured time per call, ``(cgroup CPU over the case's timed phase -
-    the echo's CPU for the same requests) / calls``; None where no cgroup counter is available
-    (then the round-trip bound counts)."""
+    """CPU variants: the OS-measured time per call at the reference machine's speed,
+    ``os_cpu_raw * PROBE_REF_S / probe``; None where no cgroup counter is available (then the
+    round-trip bound counts)."""
+    os_cpu_raw: float | None = None
+    """``(cgroup CPU over the case's timed phase - the echo's CPU for the same requests) / calls``
+    in this machine's CPU seconds (what the report is checked against)."""
+    probe: float = PROBE_REF_S
+    """Median trusted speed probe over the window's requests (:func:`speed_probe`)."""
     os_calls: int = 0
     """Kernel calls the OS figure divides by: those of the window's requests (the case's largest
     size, after the first request of that size)."""
@@ -145,3 +199,40 @@ def split_cpus() -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     if len(mine) < 2:
         return None, None
     return (mine[-1],), tuple(mine[:-1])
+
+
+def os_figure(b: CaseBound, win: Sequence[CallTiming], window: float) -> CaseBound:
+    """``b`` with the OS figure of a case's window, or ``b`` unchanged where an echo is unmeasured.
+
+    Args:
+        b: The case's round-trip bound.
+        win: The window's timed requests (the case's largest size, after the first of that size).
+        window: CPU seconds the sandbox's cgroup used over the window.
+
+    ``os_cpu_raw`` is ``window`` less the CPU the trusted echo spent on the same requests (the
+    driver's transport work), per kernel call; ``os_cpu`` scales it to the reference speed by the
+    median trusted probe of those requests.
+    """
+    if not win or not all(math.isfinite(c.echo_cpu) for c in win):
+        return b
+    # The echo's CPU per request size: the median of its pairs (one preempted, cache-cold echo
+    # must not move it), times the requests of that size.
+    echo = math.fsum(
+        statistics.median(c.echo_cpu for c in win if c.reps == r) * sum(1 for c in win if c.reps == r)
+        for r in {c.reps for c in win}
+    )
+    calls = sum(c.reps for c in win)
+    raw = max(0.0, window - echo) / calls
+    # Each probe was made right after its request; noise only slows a probe, and one the sandbox
+    # disturbed counts the process's fastest. Without probes (disabled) the raw figure counts.
+    probes = [c.probe for c in win if math.isfinite(c.probe)]
+    probe = statistics.median(probes) if probes and len(probes) == len(win) else PROBE_REF_S
+    return replace(
+        b,
+        os_cpu=raw * PROBE_REF_S / probe,
+        os_cpu_raw=raw,
+        probe=probe,
+        os_calls=calls,
+        window_cpu=window,
+        echo_cpu=echo,
+    )

@@ -19,6 +19,8 @@ import torch
 
 from harness.evaluation.errors import CandidateInvalid
 from harness.kernels.session import DriverParams, KernelSession
+from harness.kernels.timing import PROBE_REF_S, fastest_probe
+from harness.sandbox.launch import fill, project_root
 from harness.sandbox.limits.cpu import CaseClock, cpuacct_parent
 from harness.scoring.api import ExecResult
 
@@ -59,7 +61,7 @@ class GroupRuntime:
         return self.deadline - time.monotonic()
 
     def run(self, argv: list[str], stdin: bytes = b"", timeout: float | None = None, **kw: Any) -> ExecResult:
-        argv = [sys.executable if a == "{python}" else a for a in argv]
+        argv = fill(argv, sys.executable, str(project_root()))
         clock = CaseClock(None, None) if self.group else None
         try:
             p = subprocess.run(
@@ -79,8 +81,10 @@ class GroupRuntime:
 needs_cpuacct = pytest.mark.skipif(cpuacct_parent() is None, reason="no writable v1 cpuacct hierarchy")
 
 
-def _case(tmp_path: Path, fork: bool, group: bool = True, flag: bool = False) -> tuple[float, Any]:
-    src = f"FORK = {fork}\nSPIN_MS = {SPIN_MS}\nCHILD_MS = {CHILD_MS}\n" + CANDIDATE
+def _case(
+    tmp_path: Path, fork: bool, group: bool = True, flag: bool = False, child_ms: float = CHILD_MS
+) -> tuple[float, Any]:
+    src = f"FORK = {fork}\nSPIN_MS = {SPIN_MS}\nCHILD_MS = {child_ms}\n" + CANDIDATE
     # flag=False: no report is suspect, so the counted figure is seen (a 1 us report is flagged).
     ratio = 0.5 if flag else 0.0
     params = DriverParams(entry="custom_kernel", device="cpu", pin_echo=False, suspect_ratio=ratio)
@@ -101,8 +105,10 @@ def test_the_os_figure_counts_the_cpu_used_whatever_is_reported(tmp_path: Path) 
     mean, b = _case(tmp_path, fork=False)
     assert b.clock == "os-cpu" and b.os_calls == 20  # the window: after the first request of 4 calls
     assert b.reported_median < 1e-5  # the forged report
-    # 3 ms of CPU per call really spent: the OS figure sees it (less only the echo's transport work).
-    assert mean == b.os_cpu and mean >= 0.8 * SPIN_MS / 1e3, b
+    # 3 ms of CPU per call really spent: the OS figure sees it (less only the echo's transport work),
+    # and counts it at the reference speed (the spin is CPU time, not work: only the raw figure is 3 ms).
+    assert b.os_cpu_raw >= 0.8 * SPIN_MS / 1e3, b
+    assert mean == b.os_cpu == pytest.approx(b.os_cpu_raw * PROBE_REF_S / b.probe), b
 
 
 @needs_cpuacct
@@ -115,7 +121,17 @@ def test_a_report_far_under_the_os_figure_is_flagged(tmp_path: Path) -> None:
 def test_forked_helpers_between_calls_are_counted(tmp_path: Path) -> None:
     mean, b = _case(tmp_path, fork=True)
     # Each of the 6 requests leaves a child spinning 6 ms while the scorer echoes: 1.5 ms per call more.
-    assert mean >= 0.8 * (SPIN_MS + CHILD_MS / 4) / 1e3, b
+    assert b.os_cpu_raw >= 0.8 * (SPIN_MS + CHILD_MS / 4) / 1e3, b
+
+
+@needs_cpuacct
+def test_a_tree_busy_during_the_speed_probe_counts_at_the_fastest_probe(tmp_path: Path) -> None:
+    """Children spinning 30 ms after every reply overlap the trusted speed probe that follows it
+    (contention could slow the probe and so scale the figure down): every probe of the window is
+    replaced by the process's fastest, which no candidate can make slower."""
+    mean, b = _case(tmp_path, fork=True, child_ms=30.0)
+    assert b.probe == fastest_probe(), b
+    assert mean == pytest.approx(b.os_cpu_raw * PROBE_REF_S / fastest_probe()), b
 
 
 def test_without_a_cgroup_counter_the_round_trip_bound_counts(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import torch
 
 from harness.evaluation.errors import CandidateError, CandidateInvalid
 from harness.kernels.session import CaseBound, DriverParams, KernelSession
+from harness.sandbox.launch import fill, project_root
 from harness.scoring.api import ExecResult
 
 HONEST = """
@@ -31,7 +32,7 @@ def custom_kernel(data):
 
 # Patches the driver module's send (as a hostile candidate can): MODE picks the forged reply.
 FORGE = """
-import json, sys, torch
+import json, struct, sys, torch
 _main = sys.modules["__main__"]
 _send = _main.send
 def _forged(sock, header, arrays=None):
@@ -39,15 +40,15 @@ def _forged(sock, header, arrays=None):
         return _send(sock, header, arrays)
     if MODE == "shape":
         head = json.dumps({**header, "arrays": [{"dtype": "float32", "shape": [2**40]}]}).encode()
-        return sock.sendall(_main._LEN.pack(len(head)) + head)
+        return sock.sendall(struct.pack(">Q", len(head)) + head)
     if MODE == "big":  # 8x the expected bytes, really sent
         n = arrays[0][1].size * 8
         head = json.dumps({**header, "arrays": [{"dtype": "float32", "shape": [n]}]}).encode()
-        sock.sendall(_main._LEN.pack(len(head)) + head)
+        sock.sendall(struct.pack(">Q", len(head)) + head)
         return sock.sendall(bytes(4 * n))
     if MODE == "deep":
         head = b'{"type": "result", "host": 0.001, "out": ' + b"[" * 100000 + b"]" * 100000 + b"}"
-        return sock.sendall(_main._LEN.pack(len(head)) + head)
+        return sock.sendall(struct.pack(">Q", len(head)) + head)
     if MODE == "dtype":
         return _send(sock, header, [("float64", a.astype("float64")) for _, a in arrays])
     if MODE == "index":
@@ -74,7 +75,7 @@ class PlainRuntime:
         return self.deadline - time.monotonic()
 
     def run(self, argv: list[str], stdin: bytes = b"", timeout: float | None = None, **kw: Any) -> ExecResult:
-        argv = [sys.executable if a == "{python}" else a for a in argv]
+        argv = fill(argv, sys.executable, str(project_root()))
         t0 = time.monotonic()
         p = subprocess.run(argv, cwd=self.workdir, input=stdin, capture_output=True, timeout=timeout)
         return ExecResult(p.returncode, p.stdout, p.stderr, time.monotonic() - t0, 0.0)
