@@ -1,22 +1,122 @@
-"""Shared fixtures: CI strictness for docker tests, isolated results / leaderboard dirs."""
+"""Shared fixtures: CI strictness for docker tests, isolated results / leaderboard dirs, shared backends."""
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import os
+import re
 import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from harness.sandbox.local import LocalBackend
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+# --- Tiers: automatic `sandbox` / `run` markers, and a guard in the fast tier ----------------------
+# A test needs `sandbox` when it (or a fixture or module helper it uses) names one of these; `run`
+# when it drives an agent run (in-process or `bench run`). Marked `run` implies `sandbox`.
+_SANDBOX_NAMES = re.compile(
+    r"\b(LocalBackend|DockerBackend|ModalBackend|FakeModalClient|make_backend|launch_cold|Zygote"
+    r"|PreforkedZygote|SandboxedCandidate|WorkerState|run_job|init_worker|sandbox_command"
+    r"|local_warm_backend|local_cold_backend|local_backend)\b"
+    r"|[\[(,]\s*[\"']eval[\"']"  # `bench eval ...` through main([...]) or a subprocess
+)
+_RUN_NAMES = re.compile(r"\b(drive|run_agent|bench_run)\b|[\[(,]\s*[\"']run[\"']\s*,")
+TIER_ENV = "EVOBENCH_TEST_TIER"
+
+
+@functools.cache
+def _module_defs(module: ModuleType) -> dict[str, str]:
+    """Top-level function / class name -> source, for following a test into its module's helpers."""
+    try:
+        src = inspect.getsource(module)
+    except (OSError, TypeError):
+        return {}
+    lines = src.splitlines()
+    defs: dict[str, str] = {}
+    for n in ast.parse(src).body:
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [n.name]
+            first = min([n.lineno, *(d.lineno for d in n.decorator_list)])  # parametrize args count
+        elif isinstance(n, ast.Assign | ast.AnnAssign):  # e.g. RUN = [*BENCH, "run", ...]
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            names, first = [t.id for t in targets if isinstance(t, ast.Name)], n.lineno
+        else:
+            continue
+        for name in names:
+            defs[name] = "\n".join(lines[first - 1 : n.end_lineno])
+    return defs
+
+
+@functools.cache
+def _func_markers(func: Callable[..., Any]) -> frozenset[str]:
+    """The tier markers that ``func`` and the module-level helpers it reaches by name call for."""
+    module = sys.modules.get(getattr(func, "__module__", "") or "")
+    defs = _module_defs(module) if module is not None else {}
+    top_level = getattr(func, "__qualname__", "") == func.__name__
+    src = defs.get(func.__name__) if top_level else None
+    if src is None:
+        try:
+            src = inspect.getsource(func)
+        except (OSError, TypeError):
+            return frozenset()
+    seen: set[str] = set()
+    todo, parts = [src], [src]
+    while todo:
+        for name in set(re.findall(r"\w+", todo.pop())) & defs.keys() - seen:
+            seen.add(name)
+            todo.append(defs[name])
+            parts.append(defs[name])
+    text = "\n".join(parts)
+    if _RUN_NAMES.search(text):
+        return frozenset({"run", "sandbox"})
+    return frozenset({"sandbox"}) if _SANDBOX_NAMES.search(text) else frozenset()
+
+
+def _tier_markers(item: pytest.Item) -> set[str]:
+    """``sandbox`` / ``run`` for what the test, its fixtures and their helpers start."""
+    found: set[str] = set()
+    if isinstance(item, pytest.Function):
+        found |= _func_markers(item.function)
+        for defs in item._fixtureinfo.name2fixturedefs.values():
+            for d in defs:
+                found |= _func_markers(d.func)
+    names = set(getattr(item, "fixturenames", ()))
+    if "run_agent" in names:
+        found |= {"run", "sandbox"}
+    if names & {"local_warm_backend", "local_cold_backend", "local_backend"}:
+        found.add("sandbox")
+    return found
+
+
+def _measured_slow() -> set[str]:
+    """Node ids (without parameters) listed in ``tests/slow_tests.txt``."""
+    path = Path(__file__).with_name("slow_tests.txt")
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip docker / gpu tests where they cannot run, except docker under CI=true (a failure there)."""
+    """Add the tier markers; skip docker / gpu tests where they cannot run (docker fails under CI=true)."""
     in_ci = os.environ.get("CI", "").lower() == "true"
     have_docker = shutil.which("docker") is not None and os.path.exists("/var/run/docker.sock")
+    slow = _measured_slow()
     for item in items:
+        found = _tier_markers(item) | ({"slow"} if item.nodeid.split("[")[0] in slow else set())
+        for name in sorted(found - {m.name for m in item.iter_markers()}):
+            item.add_marker(name)
         # Markers, not keywords: keywords hold every parent folder's name (a checkout in .../gpu).
         if item.get_closest_marker("docker") and not have_docker and not in_ci:
             item.add_marker(pytest.mark.skip(reason="no Docker daemon (set CI=true to make this a failure)"))
@@ -47,3 +147,120 @@ def shared_data() -> Path:
             pytest.fail(f"{d} is missing in CI")
         pytest.skip(f"{d} not present")
     return d
+
+
+def _shared_local_backend(mode: str) -> Iterator[LocalBackend]:
+    """One ``LocalBackend(workers=1)`` for the whole session; a test's ``close()`` leaves it open."""
+    from harness.sandbox.local import LocalBackend
+
+    class SharedLocalBackend(LocalBackend):
+        # Modules write ``with local_warm_backend as b:``; their exit must not close it for the rest.
+        def close(self) -> None:
+            pass
+
+        def terminate(self) -> None:
+            pass
+
+    backend = SharedLocalBackend(workers=1, mode=mode)  # type: ignore[arg-type]
+    try:
+        yield backend
+    finally:
+        LocalBackend.close(backend)
+
+
+@pytest.fixture(scope="session")
+def local_warm_backend() -> Iterator[LocalBackend]:
+    """The suite's warm-mode local backend (one worker), for plain evaluations.
+
+    Tests of a backend's own lifecycle, limits or settings (workers, ``env_root``, retries) start
+    their own instead.
+    """
+    yield from _shared_local_backend("warm")
+
+
+@pytest.fixture(scope="session")
+def local_cold_backend() -> Iterator[LocalBackend]:
+    """The suite's cold-mode local backend (one worker); see ``local_warm_backend``."""
+    yield from _shared_local_backend("cold")
+
+
+class TierViolation(RuntimeError):
+    """A fast-tier test started what its tier excludes; the message names the marker to add."""
+
+
+_violations: list[str] = []
+
+
+def _violation(marker: str, what: str) -> TierViolation:
+    msg = (
+        f"mark the test @pytest.mark.{marker}: {what} in the fast tier ({TIER_ENV}=fast) "
+        "(or teach the automatic rules in tests/conftest.py the name it used)"
+    )
+    _violations.append(msg)
+    return TierViolation(msg)
+
+
+def _guard(owner: Any, attr: str, marker: str, what: str) -> None:
+    """Replace ``owner.attr`` (and every module binding of it) with a function that refuses."""
+    original = getattr(owner, attr)
+
+    @functools.wraps(original)
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise _violation(marker, what)
+
+    setattr(owner, attr, refuse)
+    if isinstance(owner, ModuleType):  # `from x import f` copies already made
+        for mod in list(sys.modules.values()):
+            if getattr(mod, attr, None) is original:
+                setattr(mod, attr, refuse)
+
+
+_real_popen_init = subprocess.Popen.__init__
+
+
+def _guarded_popen_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+    argv = [str(a) for a in args] if isinstance(args, list | tuple) else str(args).split()
+    prog = Path(argv[0]).name if argv else ""
+    cli = prog == "bench" or any(a.startswith(("harness.cli", "evobench.cli")) for a in argv[1:3])
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if cli and "run" in words[:2]:
+        raise _violation("run", f"`{' '.join(argv[:3])} ...` started an agent run")
+    if cli and "eval" in words[:2]:
+        raise _violation("sandbox", f"`{' '.join(argv[:3])} ...` started a sandbox")
+    if prog == "docker" and words[:1] == ["run"]:
+        raise _violation("docker", "`docker run` started a container")
+    _real_popen_init(self, args, *rest, **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the fast tier, make starting a sandbox, a container or an agent run fail loudly."""
+    if os.environ.get(TIER_ENV) != "fast":
+        return
+    from harness.runner import runner
+    from harness.sandbox import isolation
+    from harness.sandbox.local import LocalBackend
+    from harness.sandbox.remote_pool import RemotePoolBackend
+
+    # Pool workers are spawned interpreters (no conftest there): refuse before the pool exists.
+    _guard(LocalBackend, "_get_pool", "sandbox", "a LocalBackend started its workers")
+    _guard(RemotePoolBackend, "submit", "sandbox", "a remote backend started an evaluation")
+    _guard(isolation, "sandbox_command", "sandbox", "a sandbox was started")
+    _guard(runner, "drive", "run", "an agent run was driven")
+    subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Fail a fast-tier test that hit a guard even where product code swallowed the error."""
+    _violations.clear()
+    result = None
+    try:
+        result = yield
+    except BaseException:
+        if not _violations:
+            raise
+    if _violations:
+        msg = f"{item.nodeid}: {_violations[0]}"
+        _violations.clear()
+        pytest.fail(msg, pytrace=False)
+    return result
