@@ -9,7 +9,7 @@ Score of one evaluation:
 * ``cases_ok``, ``cases_tle``, ``cases_runtime_error``, ``cases_invalid_output`` count the case
   statuses; ``compile_seconds`` and ``max_case_seconds`` are wall times on the trusted clock.
 
-A validation subset (scorer parameter ``subset``, see :mod:`harness.scoring.subset`) runs and
+A validation subset (scorer parameter ``subset``, see :mod:`harness.envs.subset`) runs and
 scores only the drawn cases, in their order; the metrics are the same, over those cases (no extra
 metric: the four case-status counts sum to the number of cases scored).
 
@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.envs.subset import unit_indices
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
-from harness.scoring.subset import unit_indices
 
 from .inputs import read_file_set
 from .native import INVALID_OUTPUT, OK, RUNTIME_ERROR, TLE, Limits, compile_program, run_cases

@@ -1,19 +1,6 @@
-"""Trusted scorer of the EPLB family (ADRS / PACEvolve scoring, "variant A").
+"""Trusted scorer of the EPLB family: placement balancedness on the next window plus a speed credit.
 
-Protocol: the workload is a sequence of windows W_0 .. W_{K-1} ([L, E] loads). For every
-i = 0 .. K-2 the candidate's ``rebalance_experts`` sees only W_i (a fresh float32 copy) and its
-placement is simulated on the *next* window W_{i+1}, which never leaves this process.
-
-Score: ``combined = (B_exp + 0.02 / t) / 2`` where B_exp is the expert-level balancedness averaged
-over the K-1 pairs and t the mean wall time of one ``rebalance_experts`` call, measured here as
-the round trip of ``CandidateRuntime.call`` (the candidate's own clock is never consulted). Unlike
-the original evaluator, the simulation is not inside the timed region; and the sandbox's
-transport cost (the minimum round trip of echoing the same arguments, measured before any
-candidate code is loaded, so the candidate cannot inflate it) is subtracted, so t measures the
-candidate's computation. t is floored at ``time_floor_s`` (default 0.02 s): the speed credit
-saturates at 0.02 / 0.02 = 1, the same scale as B_exp. Without a floor the original formula is
-unbounded (its slow in-loop simulator hid that), and a constant, instant, badly balanced plan
-would outscore every real algorithm.
+Protocol, score formula and constants: ``environments/eplb/README.md``.
 """
 
 from __future__ import annotations
@@ -24,10 +11,10 @@ import numpy as np
 import torch
 
 from harness.envs.secret import heldout_seed
+from harness.envs.subset import subset_of, unit_indices
 from harness.evaluation.errors import CandidateInvalid
 from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
-from harness.scoring.subset import subset_of, unit_indices
 
 from .data import load_windows, synthetic_windows
 from .simulate import simulate

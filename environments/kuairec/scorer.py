@@ -1,36 +1,7 @@
 """Trusted scorer of the KuaiRec family: fixed training protocol, epoch picked on validation, test.
 
-Protocol for one candidate (``build_recommender(num_items, embedding_dim, max_seq_len, context)``
-returning a torch module: ``forward(items, timestamps) -> [batch, d]`` user representations and
-``item_embeddings() -> [num_items + 1, d]``):
-
-1. **Train** with the authority here (:mod:`.trainer`, issue 30): a sandboxed process
-   (``sandbox_driver.py train``) builds the module before any data exist in it, receives on stdin
-   only ``s[:-2]`` of every user, and from then on only computes gradients. The parameters, the
-   buffers (constants) and AdamW live in this process: ``epochs`` epochs of sampled softmax
-   (``samples_per_user`` random cut points per user and epoch, ``negatives`` uniform negatives,
-   cosine logits over ``temperature``), every batch and dropout seed drawn here, every step taken
-   here. After each epoch the sandbox represents the validation inputs at the trusted values.
-2. **Select** the epoch with the best validation combined score (target ``s[-2]``), computed
-   here; the earliest wins ties; its trusted state is the checkpoint. The test target was never
-   used for anything.
-3. **Test** in a fresh sandboxed process (``sandbox_driver.py test``) that builds the module,
-   assigns the checkpoint's tensors (written here into a fresh directory the sandbox user cannot
-   write) with the driver's own loader, and represents the test histories ``s[:-1]`` and again
-   the validation histories; metrics on ``s[-1]`` (``metrics.py``). The validation metric
-   re-derived there must match the training phase's within ``val_match_tol`` (default 1e-4), and
-   its outputs the training phase's within ``rep_match_rtol`` (relative to their scale, default
-   1e-3; rule ``protocol``): outputs that depended on state other than the trusted tensors differ.
-   ``test_timeout_s`` bounds the run.
-
-Files: the scorer's own (candidate source, driver, checkpoint) go into a fresh directory the
-sandbox user cannot write; the test phase's outputs into a fresh, unpredictably named directory
-created just before it starts, so nothing can be planted ahead. Data never touch the disk. Every
-array read back (files or socket) is decoded under limits (header checked against the expected
-shape before allocating; dtype, size, finiteness); any failure is the candidate's. The whole
-evaluation shares the variant's wall-clock budget; running out is a timeout.
-``environments/kuairec/README.md`` says what a process running candidate code can and cannot be
-held to.
+The trusted optimiser is :mod:`.trainer`; the protocol, its limits and what it can and cannot
+enforce are in ``environments/kuairec/README.md``.
 """
 
 from __future__ import annotations
@@ -56,7 +27,7 @@ from .data import Sequences, Split, load_kuairec, split, synthetic_sequences
 from .metrics import ranking_metrics, ranks
 from .trainer import NO_CUDA_EXIT, RULE_EXIT, Limits, TrustedTrainer, checkpoint_file, verdict
 
-DRIVER_FILE = Path(__file__).resolve().with_name("sandbox_driver.py")
+DRIVER_FILE = Path(__file__).resolve().parent / "inside" / "driver.py"
 __all__ = ["NO_CUDA_EXIT", "RULE_EXIT", "KuaiRecScorer"]
 PROTOCOL_KEYS = (
     "embedding_dim",

@@ -1,52 +1,8 @@
 """Trusted scorer of the LLM-SR family: fit the candidate skeleton's parameters, then test it.
 
-Protocol for one candidate (an ``equation(*input_columns, params)`` skeleton):
-
-1. **Fit** (``fit.py``). By default (``fit = "published"``) the scorer runs the published LLM-SR
-   protocol: scipy BFGS with default options on the train MSE from params = 1.0, so scores line up
-   with published tables. ``fit = "strong"`` scores with the stronger fit of family version 1
-   instead, and ``report_strong_fit = true`` runs the strong fit as well and reports its scores as
-   extra metrics (off by default: a second fit, with 1.1-2.8x the calls of the published one).
-   Every objective evaluation is one ``candidate.call_driver("equation", *train_input_columns,
-   params)`` into the candidate's sandboxed process (the family's sandbox driver calls the
-   candidate's ``equation``); the targets stay in this process, and the MSE is computed here. One
-   call costs ~0.4 ms (500 rows) to ~1 ms (10,000 rows) of IPC, and a fit takes one to a few
-   hundred (published) or a few hundred to ~3,000 (strong) calls, so no candidate-side batching
-   helper is needed: the contract stays the plain LLM-SR skeleton.
-2. **Predict in a fresh process.** The fitted params (one vector per fit) are written, with the
-   input columns of all three splits, into a directory of the candidate's work directory, and a
-   *new* sandboxed interpreter (``candidate.run``) loads the candidate source from scratch and returns its
-   predictions (``sandbox_driver.py``); it starts only after the fitting process and everything
-   it started have exited (``candidate.end_calls``), and no shared inode carries a lock between
-   them (``harness/sandbox/syscall_filter.py``). Why not reuse the fitting process: the sequence of
-   parameter vectors BFGS sends is a function of the train targets (each step reveals a
-   gradient, i.e. inner products of the residual with features the candidate chooses), so a
-   stateful candidate could learn far more than 10 numbers about the targets during the fit and
-   use it on the test inputs. A fresh interpreter holds only the source and the 10 fitted numbers.
-   Before that run the work directory is made read-only for the sandbox user and emptied, so the
-   fitting process cannot leave files for the fresh one (in warm mode the two never share a file
-   system anyway; in cold mode this relies on the sandbox's uid switch, i.e. a harness running
-   as root).
-3. **Check and score.** The fresh train predictions must reproduce the ones the fitting process
-   returned at the same params (rule ``deterministic``); all predictions of the scored fit must be
-   finite (rule ``finite``; NaN is never dropped, unlike LLM-SRBench's metric code). Metrics:
-   train MSE; NMSE = mean((y - y_hat)^2) / var(y) and its log10 on test_id and test_ood. Combined
-   score: log10 NMSE on test_id (minimised), floored at log10(1e-30). The extra strong-fit
-   metrics are left out when that fit's predictions are not finite (they never fail a candidate).
-
-Validation subsets (scorer parameter ``subset``, :mod:`harness.scoring.subset`): the drawn
-test_id points are the only ones whose errors enter ``nmse_id`` / ``log10_nmse_id`` (NMSE then
-divides by the variance of their targets); fit, predictions and the other splits are unchanged, so
-the candidate sees exactly what a full evaluation shows it. Adds the metric ``subset_size``.
-
-Validity rules (``CandidateInvalid``, message ``rule '<name>': ...``): ``type`` / ``dtype`` /
-``shape`` (a real numpy array with one value per row), ``finite``, ``max-params`` (the skeleton
-indexes past the 10 parameters it is given), ``deterministic``; ``literals``, ``size`` and
-``generalisation`` (a table of the public data rather than a law, see ``plausibility.py`` and
-``canonical.py``). Before anything runs, the program is put in canonical form (``canonical.py``:
-parsed, docstrings dropped, unparsed); rules ``literals`` and ``size`` measure that text, and the
-fresh prediction process of step 2 loads it instead of the submitted text, so data hidden in the
-formatting (whitespace, comments) never reaches the scored predictions.
+The fit is in ``fit.py``, the canonical form and plausibility rules in ``canonical.py`` and
+``plausibility.py``; the protocol, the validity rules and the figures are in
+``environments/llm_sr/README.md``.
 """
 
 from __future__ import annotations
@@ -63,11 +19,11 @@ import numpy as np
 
 from harness.envs.data import ChecksumError, DataMissingError, expected_sha256, sha256_file
 from harness.envs.manifest import DataSource
+from harness.envs.subset import subset_of, unit_indices
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
 from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
 from harness.scoring.exchange import ExchangeDir
-from harness.scoring.subset import subset_of, unit_indices
 
 from .canonical import canonicalise, check_size
 from .data import SPLITS, Problem, load_csv_problem, oscillator_problem
@@ -75,7 +31,7 @@ from .fit import FitResult, FitSettings, PublishedFitSettings, fit_parameters, f
 from .lsrbench import load_lsrbench_problem
 from .plausibility import PlausibilityLimits, check_generalisation, check_source
 
-DRIVER_FILE = Path(__file__).resolve().with_name("sandbox_driver.py")
+DRIVER_FILE = Path(__file__).resolve().parent / "inside" / "driver.py"
 MAGIC = b"\x00EVOBENCH-LLM-SR-PREDICTIONS\x00"  # must match sandbox_driver.MAGIC
 RULE_EXIT = 3  # sandbox_driver's exit code for a broken rule
 ENTRY = "equation"

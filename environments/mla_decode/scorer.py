@@ -20,8 +20,8 @@ from harness.kernels.scorer import KernelScorer
 from harness.kernels.session import OutSpec
 from harness.scoring.api import CandidateRuntime, ScoreOutcome
 
+from .adapter import GpuModeCandidate
 from .reference import WEIGHT_KEYS, MLAConfig, generate, mla_decode
-from .shim import GpuModeCandidate
 
 # Position of the KV cache among the flattened input tensors: the five weights, x, then the cache.
 CACHE_INDEX = len(WEIGHT_KEYS) + 1
@@ -96,7 +96,7 @@ class MLAScorer(KernelScorer):
         )
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
-        """Score with GPU MODE's ``Config`` / ``KVCache`` objects available (see :mod:`.shim`).
+        """Score with GPU MODE's ``Config`` / ``KVCache`` objects available (see :mod:`.adapter`).
 
         Raises:
             CandidateError: The submission failed to load or raised.

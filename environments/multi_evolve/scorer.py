@@ -1,27 +1,7 @@
 """Trusted scorer of the Multi-Evolve family (protein fitness extrapolation, PACEvolve protocol).
 
-Protocol: for every assay the family's sandbox driver (``sandbox_driver.py``, trusted code loaded
-next to the candidate) is called once in the sandbox as ``predict(train_cols, test_cols,
-context)``; it builds the DataFrames and calls the candidate's declared ``fit_and_predict(train_df,
-test_df, context)``, so a candidate defines only that function. ``train_cols`` holds the wild type,
-singles and doubles with their measured fitness; ``test_cols`` holds only the mutant strings and
-mutation counts of the 3-10-fold mutants; ``context`` holds the wild-type sequence and the split
-bounds but no assay id. The test fitness never leaves this process. (The reference evaluator handed
-the candidate the test rows' fitness column and the assay id; both are withheld here.)
-
-Score, per assay d with n test rows:
-
-* ``r_d``: Pearson correlation between the predictions and the measured fitness. When either
-  vector is constant (standard deviation below 1e-12) the correlation is undefined and r_d is
-  defined as 0, as in the reference.
-* ``p_d``: top-5 % precision. With k = max(1, ceil(n / 20)), the k rows with the highest
-  measured fitness and the k rows with the highest predictions are taken (ties broken by row
-  position, earlier rows first, in the canonical test order of ``data.split_assay``), and p_d is
-  the size of their intersection divided by k. This is the reference's definition (a fraction of
-  the test set); the replication's "top-5 items" variant (k = min(5, n)) is not used: it scores a
-  150,000-row assay on 5 rows and so is far noisier.
-
-``combined = 0.7 * mean_d(r_d) + 0.3 * mean_d(p_d)`` (maximise).
+Combined score: 0.7 x mean Pearson r + 0.3 x mean top-5 % precision over the assays; the
+protocol and the exact definitions are in ``environments/multi_evolve/README.md``.
 """
 
 from __future__ import annotations
@@ -32,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from harness.envs.secret import heldout_seed
+from harness.envs.subset import subset_of, unit_indices
 from harness.evaluation.errors import CandidateInvalid
 from harness.evaluation.result import CaseRecord
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer, require_finite
-from harness.scoring.subset import subset_of, unit_indices
 
 from .data import Assay, load_assays, synthetic_assays
 

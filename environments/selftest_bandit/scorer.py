@@ -1,24 +1,7 @@
 """Trusted scorer of the bandit test instrument: the first character of ``choose()`` picks an arm.
 
-This environment is a TEST INSTRUMENT, not a benchmark. Its score depends only on one choice the
-program expresses, and the best choice is known, so learning (of an agent, or of a trained
-advisor writing hypotheses that an implementer copies into ``CHOICE``) is measurable in minutes
-on a CPU. The rule is public on purpose (it is in the task prompt):
-
-* ``choose()`` must return a ``str`` of at most :data:`MAX_CHARS` characters;
-* the arm is ``ord(s[0]) % 8`` of its first character, with no stripping;
-* the score is ``PAYOFF[arm]``; the empty string is valid and scores 0.0.
-* variant ``selftest-bandit-8`` (scorer parameter ``positions = 8``): each of the first eight
-  characters picks an arm the same way, and the score is the mean payoff over the eight
-  positions, a missing character paying 0.0. A policy that does not learn finds arm 7 at one
-  position in about one sample in eight, so on the one-character rule its best-so-far score is
-  1.0 within a step or two; eight positions at once (about one sample in 8^8) need learning, so
-  there the best-so-far score (and ``bench compare``'s u and AUC) separates learning from chance.
-
-Payoff table (arm: payoff): 0: 0.3, 1: 0.0, 2: 0.5, 3: 0.1, 4: 0.6, 5: 0.2, 6: 0.4, 7: 1.0.
-Arm 7 is the unique best (``'g'``, ``'o'``, ``'w'``, ``'G'``, ``'O'``, ``'W'``, ``'7'``, ``'?'``,
-``'/'``, ``'_'``, ``"'"`` ...); the runner-up pays 0.6, so the best arm stands out clearly. The
-initial program's ``"a"`` (97 % 8 = 1) pays 0.0, the progress floor.
+The rule and the payoff table (:data:`PAYOFF`) are public; ``environments/selftest_bandit/README.md``
+says why the instrument exists and what the eight-position variant measures.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from harness.scoring.subset import SUFFIX_MARK
+from harness.envs.subset import SUFFIX_MARK
 
 Axis = Literal["evaluations", "wall_s", "cost_usd"]
 """Budget axes of an anytime curve."""

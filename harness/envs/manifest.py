@@ -199,7 +199,7 @@ class FamilyManifest(_Strict):
     subset_unit: str = ""
     """What the family's scorer can score a random subset of, in words (e.g. ``workload windows``,
     ``test cases``). Non-empty: ``<variant id>~subset-<seed>-<size>`` resolves to a derived variant
-    whose scorer honours ``harness.scoring.subset.subset_of(params)``. Empty: no subsets."""
+    whose scorer honours ``harness.envs.subset.subset_of(params)``. Empty: no subsets."""
 
 
 class EnvManifest(_Strict):

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from harness.envs.manifest import Direction, Progress
 from harness.evaluation.result import Status
 from harness.scoring.progress import normalized_progress
-from harness.scoring.subset import is_subset_id
+from harness.envs.subset import is_subset_id
 from harness.stats.estimators import mean_sem
 
 from .atomic import atomic_write_parquet, lock_file, makedirs_durable, unlock_file

@@ -179,7 +179,7 @@ class Scorer(ABC):
     ``score`` is called once per candidate.
 
     Subsets (families whose manifest sets ``subset_unit``): ``score`` reads
-    ``harness.scoring.subset.subset_of(self.params)`` and scores only those units. ``prepare``
+    ``harness.envs.subset.subset_of(self.params)`` and scores only those units. ``prepare``
     must not depend on it: workers prepare the base variant once and :meth:`rebind` the prepared
     scorer to each subset variant.
     """

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 
 @pytest.fixture(scope="module")
-def local_backend() -> Iterator[object]:
-    """One local sandbox backend (one worker) per test module."""
-    from harness.sandbox.local import LocalBackend
-
-    with LocalBackend(workers=1) as b:
-        yield b
+def local_backend(local_warm_backend: object) -> object:
+    """The suite's shared warm local sandbox backend (one worker); see ``tests/conftest.py``."""
+    return local_warm_backend

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from harness.envs.registry import Variant, default_registry
+from harness.envs.subset import SubsetRequest, draw_indices
 from harness.evaluation.result import EvalResult, Status
-from harness.scoring.subset import SubsetRequest, draw_indices
 
 
 def subset_id(base_id: str, seed: int, size: int) -> str:

@@ -16,6 +16,15 @@ is for attacks whose success depends on the machine (e.g. the allocator reusing 
 the attack lands it must fail, when it does not it must gain nothing; ``# reason:`` then applies to
 the failure. Every file runs
 through the real local sandbox backend, exactly as an agent's program would.
+
+A candidate that applies to several variants is kept once, in ``hacks/_shared/<name>.<ext>``, and
+declares them (a variant that does not exist is an error)::
+
+    # variants: mla-decode-tiny, trimul-tiny
+    # tolerance@mla-decode-tiny: 0.6   (optional: this variant's own no-gain tolerance)
+
+It runs once per declared variant, with the same test id as a copy in ``hacks/<variant-id>/``.
+A file in a variant's folder applies to that variant only and declares no ``# variants:``.
 """
 
 from __future__ import annotations
@@ -33,12 +42,13 @@ from harness.evaluation.result import EvalResult, Status
 from harness.sandbox.local import LocalBackend
 
 HACKS = Path(__file__).resolve().parent / "hacks"
+SHARED = "_shared"
 VERDICTS = ("invalid", "error", "timeout", "no-gain")
 
 
 @dataclass(frozen=True)
 class Hack:
-    """One hostile candidate and its expected verdict."""
+    """One hostile candidate, as it runs against one variant, and its expected verdict."""
 
     variant_id: str
     path: Path
@@ -57,29 +67,65 @@ class Hack:
 
 
 def _header(text: str, key: str) -> str:
-    m = re.search(rf"^(?:#|//)\s*{key}:\s*(.+?)\s*$", text, re.M)
+    m = re.search(rf"^(?:#|//)\s*{re.escape(key)}:\s*(.+?)\s*$", text, re.M)
     return m.group(1) if m else ""
 
 
-def discover() -> list[Hack]:
+def _candidates(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def _parse(f: Path, variant_ids: list[str]) -> list[Hack]:
+    """The hack ``f`` once per variant it applies to (``variant_ids``: already checked to exist)."""
+    text = f.read_text(encoding="utf-8")
+    expect = _header(text, "expect")
+    expects = [e.strip() for e in expect.split("|")]
+    assert expects and all(e in VERDICTS for e in expects), (
+        f"{f}: '# expect:' must be one or more of {VERDICTS} joined by '|', got {expect!r}"
+    )
+    assert _header(text, "hack"), f"{f}: a '# hack:' line says what it tries"
+    base = _header(text, "base")
+    assert base in ("", "initial-program"), f"{f}: '# base:' may only be initial-program"
+    for m in re.finditer(r"^(?:#|//)\s*tolerance@([\w.-]+):", text, re.M):
+        if m.group(1) not in variant_ids:
+            raise ValueError(f"{f}: '# tolerance@{m.group(1)}:' names a variant the file does not apply to")
     out = []
-    for d in sorted(p for p in HACKS.iterdir() if p.is_dir()):
-        for f in sorted(d.iterdir()):
-            if f.name.startswith((".", "_")) or not f.is_file():
-                continue
-            text = f.read_text(encoding="utf-8")
-            expect = _header(text, "expect")
-            expects = [e.strip() for e in expect.split("|")]
-            assert expects and all(e in VERDICTS for e in expects), (
-                f"{f}: '# expect:' must be one or more of {VERDICTS} joined by '|', got {expect!r}"
-            )
-            expect = " | ".join(expects)
-            assert _header(text, "hack"), f"{f}: a '# hack:' line says what it tries"
-            tol = float(_header(text, "tolerance") or 1e-9)
-            base = _header(text, "base")
-            assert base in ("", "initial-program"), f"{f}: '# base:' may only be initial-program"
-            out.append(Hack(d.name, f, expect, _header(text, "reason"), tol, base))
+    for vid in variant_ids:
+        tol = float(_header(text, f"tolerance@{vid}") or _header(text, "tolerance") or 1e-9)
+        out.append(Hack(vid, f, " | ".join(expects), _header(text, "reason"), tol, base))
     return out
+
+
+def discover(root: Path = HACKS, known: set[str] | None = None) -> list[Hack]:
+    """Every (variant, hack) pair under ``root``, ordered by test id.
+
+    Raises:
+        ValueError: If a folder or a ``# variants:`` line names a variant that does not exist, a
+            shared file declares no variants, or a variant's own file declares some.
+    """
+    known = set(default_registry().ids()) if known is None else known
+    out = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name != SHARED):
+        if d.name not in known:
+            raise ValueError(f"{d} is not a variant id")
+        for f in _candidates(d):
+            if _header(f.read_text(encoding="utf-8"), "variants"):
+                raise ValueError(f"{f}: '# variants:' belongs to files in {root / SHARED}")
+            out += _parse(f, [d.name])
+    if (root / SHARED).is_dir():
+        for f in _candidates(root / SHARED):
+            ids = [v.strip() for v in _header(f.read_text(encoding="utf-8"), "variants").split(",")]
+            if ids == [""] or len(set(ids)) != len(ids):
+                raise ValueError(f"{f}: a shared hack declares its variants once each: '# variants: a, b'")
+            if unknown := [v for v in ids if v not in known]:
+                raise ValueError(f"{f}: '# variants:' names {unknown}, not variant ids")
+            out += _parse(f, ids)
+    ids = [h.id for h in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(
+            f"a hack is both shared and in a variant's folder: {sorted({i for i in ids if ids.count(i) > 1})}"
+        )
+    return sorted(out, key=lambda h: h.id)
 
 
 ALL = discover()
@@ -107,6 +153,53 @@ def test_every_family_with_hacks_is_a_real_variant() -> None:
     assert ALL, "no hack candidates found"
     for h in ALL:
         assert h.variant_id in ids, f"{h.path.parent} is not a variant id"
+
+
+def _corpus(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_shared_hack_runs_once_per_declared_variant(tmp_path: Path) -> None:
+    shared = "# hack: h\n# variants: b, a\n# expect: no-gain\n# tolerance: 0.5\n# tolerance@b: 0.6\n"
+    root = _corpus(tmp_path, {"_shared/s.py": shared, "a/own.py": "# hack: h\n# expect: error\n"})
+    got = [(h.id, h.tolerance, h.path.parent.name) for h in discover(root, known={"a", "b"})]
+    assert got == [("a/own", 1e-9, "a"), ("a/s", 0.5, "_shared"), ("b/s", 0.6, "_shared")]
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"_shared/s.py": "# hack: h\n# variants: a, nope\n# expect: error\n"}, "names ['nope']"),
+        ({"nope/x.py": "# hack: h\n# expect: error\n"}, "is not a variant id"),
+        ({"_shared/s.py": "# hack: h\n# expect: error\n"}, "declares its variants"),
+        ({"a/x.py": "# hack: h\n# variants: a\n# expect: error\n"}, "belongs to files in"),
+        ({"_shared/s.py": "# hack: h\n# variants: a\n# expect: error\n# tolerance@b: 1\n"}, "tolerance@b"),
+        (
+            {
+                "_shared/x.py": "# hack: h\n# variants: a\n# expect: error\n",
+                "a/x.py": "# hack: h\n# expect: error\n",
+            },
+            "both shared and",
+        ),
+    ],
+    ids=["unknown-declared", "unknown-folder", "undeclared", "own-declares", "stray-tolerance", "twice"],
+)
+def test_a_corpus_naming_no_real_variant_is_an_error(
+    tmp_path: Path, files: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        discover(_corpus(tmp_path, files), known={"a", "b"})
+
+
+def test_the_shared_corpus_declares_real_variants() -> None:
+    """Every shared file ran once per declared variant (the module-level ``discover`` saw it)."""
+    shared = [h for h in ALL if h.path.parent.name == SHARED]
+    assert shared, f"{HACKS / SHARED} holds no shared hack"
+    ids = set(default_registry().ids())
+    assert {h.variant_id for h in shared} <= ids
 
 
 @pytest.mark.parametrize("hack", ALL, ids=[h.id for h in ALL])

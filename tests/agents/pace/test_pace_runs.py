@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from agents.pace import PACEAgent, PACEConfig
+from harness.envs.subset import SUFFIX_MARK
 from harness.results.store import RunStore
-from harness.scoring.subset import SUFFIX_MARK
 
 
 def test_eplb_tiny_run_has_both_timescales_and_subset_gates(run_agent: Any) -> None:

@@ -27,7 +27,7 @@ ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OMP_NUM_THREADS": 
 @pytest.mark.slow
 def test_pace_runs_smollm2_on_eplb_tiny(tmp_path: Path) -> None:
     cmd = [
-        sys.executable, "-m", "harness.cli.main", "run", "--agent", "pace", "--env", "eplb-tiny",
+        sys.executable, "-m", "evobench.cli.main", "run", "--agent", "pace", "--env", "eplb-tiny",
         "--model", "smollm2-135m", "--agent-config", json.dumps(SMALL), "--max-evaluations", "6",
         "--workers", "2", "--no-progress", "--seed", "2",
     ]  # fmt: skip

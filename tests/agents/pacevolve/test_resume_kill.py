@@ -14,7 +14,7 @@ import pandas as pd
 
 N = 14
 CONFIG = {"islands": 2, "freeze_period": 2, "momentum_init": 0.3, "stagnation_threshold": 0.2, "max_ideas": 3}
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 RUN = [
     *BENCH, "run", "--agent", "pacevolve", "--env", "eplb-tiny", "--model", "offline/pacevolve",
     "--agent-config", json.dumps(CONFIG), "--seed", "4", "--workers", "2",

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from environments.ahc039.data import COORD_MAX, check_instance, format_input, generate, parse_input
-from environments.ahc039.mutations import operators
 from harness.envs.registry import default_registry
-from harness.program.blocks import parse_program
-from harness.program.mutate import mutate
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 12345])
@@ -54,38 +50,3 @@ def test_public_inputs_match_the_pins_and_the_constraints(shared_data: Path) -> 
         assert hashlib.sha256(data).hexdigest() == sha, name
     for name in ("ahc039_000000_input.txt", "ahc039_000149_input.txt"):
         check_instance(parse_input((folder / name).read_bytes()), n=5000)
-
-
-def test_mutation_operators_apply_inside_the_block() -> None:
-    program = default_registry().get("ahc039").initial_program
-    parse_program(program, "cpp")  # the markers are well formed
-    rng = random.Random(0)
-    for op in operators():
-        mutated = op.apply(program, rng, "cpp")
-        assert mutated is not None and mutated != program, op.name
-    assert mutate(program, rng, "cpp", operators()) is not None
-
-
-def test_fetched_file_set_is_what_the_scorer_reads(
-    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from environments.ahc039.scorer import Ahc039Scorer
-    from harness.envs.data import family_data_dir, fetch_source
-
-    variant = default_registry().get("ahc039")
-    ((_, source),) = variant.data
-    folder = shared_data / "ahc" / "ahc039" / "inputs"
-    fetched: list[str] = []
-
-    def download(url: str, dest: Path) -> None:  # stands in for the network
-        assert url.startswith(source.url + "/")
-        name = url.rsplit("/", 1)[1]
-        fetched.append(name)
-        dest.write_bytes((folder / name).read_bytes())
-
-    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path))
-    fetch_source("ahc039", source, download=download)
-    assert sorted(fetched) == sorted(source.files)
-    scorer = Ahc039Scorer(variant, family_data_dir("ahc039"))
-    scorer.prepare()
-    assert [c.name for c in scorer.cases] == sorted(source.files)

@@ -7,11 +7,7 @@ They include only C headers so that they compile in well under a second.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,9 +18,10 @@ from harness.envs.data_import import import_data
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import EvalResult, Status
 
+from ..family_support import evaluate
+
 REPO = Path(__file__).resolve().parents[3]
 SHARED_INPUTS = REPO.parent / "shared" / "data" / "ahc" / "ahc039" / "inputs"
-BENCH = [sys.executable, "-m", "harness.cli.main"]
 SECRET = "ahc039-cache-secret-41f7"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
@@ -103,13 +100,6 @@ def program(scorer: Ahc039Scorer, bodies: dict[int, str]) -> str:
     return TEMPLATE.replace("BRANCHES", "\n".join(branches))
 
 
-def evaluate(backend: object, variant: Variant, source: str) -> EvalResult:
-    result = backend.evaluate(variant, source)  # type: ignore[attr-defined]
-    assert isinstance(result, EvalResult)
-    assert result.status is not Status.INFRA_ERROR, result.reason
-    return result
-
-
 def counts(result: EvalResult) -> tuple[int, int, int, int]:
     m = result.metrics
     return (
@@ -171,12 +161,6 @@ def test_all_invalid_names_the_rule(backend: object, tiny: Variant, cases: Ahc03
     assert "rule 'axis-parallel'" in result.reason and result.score is None
 
 
-def test_compile_error_shows_the_compiler_message(backend: object, tiny: Variant) -> None:
-    result = evaluate(backend, tiny, "int main() { return undeclared_thing; }\n")
-    assert result.status is Status.ERROR
-    assert "compile error" in result.reason and "undeclared_thing" in result.reason
-
-
 def test_candidate_cannot_read_the_data_cache_or_the_scorer(
     backend: object, tiny: Variant, data_cache: Path
 ) -> None:
@@ -196,39 +180,3 @@ def test_candidate_cannot_read_the_data_cache_or_the_scorer(
     result = evaluate(backend, tiny, probe)
     assert result.status is Status.OK, result.reason
     assert counts(result) == (4, 0, 0, 0)
-
-
-def bench_eval(env_id: str, cwd: Path, data_root: Path) -> dict:
-    prog = REPO / "environments" / "ahc039" / "initial_program.cpp"
-    r = subprocess.run(
-        [*BENCH, "eval", "--env", env_id, str(prog), "--json"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "EVOBENCH_DATA": str(data_root)},
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)
-
-
-def test_initial_program_via_bench_eval_tiny(tmp_path: Path, data_cache: Path, tiny: Variant) -> None:
-    res = bench_eval("ahc039-tiny", tmp_path, data_cache)
-    assert res["status"] == "ok"
-    assert res["metrics"]["cases_ok"] == 4
-    assert res["score"] == pytest.approx(tiny.progress.y_init)  # deterministic program, pinned bound
-    cases = res["cases"]  # per-case records in --json
-    assert [c["status"] for c in cases] == ["ok"] * 4 and sum(c["score"] for c in cases) == 1709
-    assert all(0 < c["cpu_seconds"] < 2.0 and c["wall_seconds"] > 0 for c in cases)
-
-
-@pytest.mark.slow
-def test_initial_program_via_bench_eval_full(tmp_path: Path, data_cache: Path) -> None:
-    if not SHARED_INPUTS.is_dir():
-        pytest.skip(f"{SHARED_INPUTS} not present")
-    full = default_registry().get("ahc039")
-    res = bench_eval("ahc039", tmp_path, data_cache)
-    assert res["status"] == "ok"
-    assert res["metrics"]["cases_ok"] == 150
-    assert res["score"] == pytest.approx(full.progress.y_init, abs=1e-3)
-    assert res["metrics"]["total_score"] == 283816

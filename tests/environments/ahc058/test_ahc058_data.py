@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from environments.ahc058.data import MAX_COST, check_instance, format_input, generate, parse_input
-from environments.ahc058.mutations import operators
 from harness.envs.registry import default_registry
-from harness.program.blocks import parse_program
-from harness.program.mutate import mutate
 
 
 def cost_factor(inst) -> np.ndarray:  # noqa: ANN001
@@ -67,38 +63,3 @@ def test_public_inputs_match_the_pins_and_the_constraints(shared_data: Path) -> 
     f = np.concatenate(factors)
     assert (f >= 0.5).all() and (f <= 100.5).all()
     assert abs(np.log10(f).mean() - 1.0) < 0.05  # log10 of the factor is uniform on [0, 2]
-
-
-def test_mutation_operators_apply_inside_the_block() -> None:
-    program = default_registry().get("ahc058").initial_program
-    parse_program(program, "cpp")
-    rng = random.Random(0)
-    for op in operators():
-        mutated = op.apply(program, rng, "cpp")
-        assert mutated is not None and mutated != program, op.name
-    assert mutate(program, rng, "cpp", operators()) is not None
-
-
-def test_fetched_file_set_is_what_the_scorer_reads(
-    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from environments.ahc058.scorer import Ahc058Scorer
-    from harness.envs.data import family_data_dir, fetch_source
-
-    variant = default_registry().get("ahc058")
-    ((_, source),) = variant.data
-    folder = shared_data / "ahc" / "ahc058" / "inputs"
-    fetched: list[str] = []
-
-    def download(url: str, dest: Path) -> None:  # stands in for the network
-        assert url.startswith(source.url + "/")
-        name = url.rsplit("/", 1)[1]
-        fetched.append(name)
-        dest.write_bytes((folder / name).read_bytes())
-
-    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path))
-    fetch_source("ahc058", source, download=download)
-    assert sorted(fetched) == sorted(source.files)
-    scorer = Ahc058Scorer(variant, family_data_dir("ahc058"))
-    scorer.prepare()
-    assert [c.name for c in scorer.cases] == sorted(source.files)

@@ -7,12 +7,8 @@ that they compile in well under a second.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,11 +17,12 @@ import pytest
 from environments.ahc058.scorer import Ahc058Scorer
 from harness.envs.data_import import import_data
 from harness.envs.registry import Variant, default_registry
-from harness.evaluation.result import EvalResult, Status
+from harness.evaluation.result import Status
+
+from ..family_support import evaluate
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED_INPUTS = REPO.parent / "shared" / "data" / "ahc" / "ahc058" / "inputs"
-BENCH = [sys.executable, "-m", "harness.cli.main"]
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 
@@ -91,13 +88,6 @@ def program(scorer: Ahc058Scorer, bodies: dict[int, str]) -> str:
     return TEMPLATE.replace("BRANCHES", "\n".join(branches))
 
 
-def evaluate(backend: object, variant: Variant, source: str) -> EvalResult:
-    result = backend.evaluate(variant, source)  # type: ignore[attr-defined]
-    assert isinstance(result, EvalResult)
-    assert result.status is not Status.INFRA_ERROR, result.reason
-    return result
-
-
 def test_cases_are_told_apart(cases: Ahc058Scorer) -> None:
     assert len({int(c.instance.c[0, 1]) for c in cases.cases}) == 4
 
@@ -130,42 +120,3 @@ def test_bad_plans_are_invalid_cases(backend: object, tiny: Variant, cases: Ahc0
     assert result.metrics["total_score"] == BUY_ONCE_SCORE
     result = evaluate(backend, tiny, program(cases, dict.fromkeys(range(4), bodies[0])))
     assert result.status is Status.INVALID and "rule 'apples'" in result.reason
-
-
-def test_compile_error_shows_the_compiler_message(backend: object, tiny: Variant) -> None:
-    result = evaluate(backend, tiny, "#include <cstdio>\nint main() { std::puts(42) }\n")
-    assert result.status is Status.ERROR
-    assert "compile error" in result.reason and "main.cpp" in result.reason
-
-
-def bench_eval(env_id: str, cwd: Path, data_root: Path) -> dict:
-    prog = REPO / "environments" / "ahc058" / "initial_program.cpp"
-    r = subprocess.run(
-        [*BENCH, "eval", "--env", env_id, str(prog), "--json"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "EVOBENCH_DATA": str(data_root)},
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)
-
-
-def test_initial_program_via_bench_eval_tiny(tmp_path: Path, data_cache: Path, tiny: Variant) -> None:
-    res = bench_eval("ahc058-tiny", tmp_path, data_cache)
-    assert res["status"] == "ok"
-    assert res["metrics"]["cases_ok"] == 4
-    assert res["score"] == pytest.approx(tiny.progress.y_init)  # deterministic program, pinned bound
-
-
-@pytest.mark.slow
-def test_initial_program_via_bench_eval_full(tmp_path: Path, data_cache: Path) -> None:
-    if not SHARED_INPUTS.is_dir():
-        pytest.skip(f"{SHARED_INPUTS} not present")
-    full = default_registry().get("ahc058")
-    res = bench_eval("ahc058", tmp_path, data_cache)
-    assert res["status"] == "ok"
-    assert res["metrics"]["cases_ok"] == 150
-    assert res["score"] == pytest.approx(full.progress.y_init, abs=1e-3)
-    assert res["metrics"]["total_score"] == 417257918

@@ -18,6 +18,8 @@ import environments.eplb.scorer as eplb_scorer
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import EvalResult, Status
 
+from ..family_support import data_cache_with, evaluate
+
 SECRET = "eplb-secret-7f3a9c1e"
 
 
@@ -29,12 +31,8 @@ def tiny() -> Variant:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A data cache holding a secret trace, set as EVOBENCH_DATA before the backend starts."""
-    root = tmp_path_factory.mktemp("evobench-data")
-    family = root / "eplb"
-    family.mkdir()
-    (family / "expert-load.json").write_text(f'{{"secret": "{SECRET}", "load_history": []}}')
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EVOBENCH_DATA", str(root))
+    trace = {"expert-load.json": f'{{"secret": "{SECRET}", "load_history": []}}'}
+    with data_cache_with(tmp_path_factory.mktemp("evobench-data"), "eplb", trace) as family:
         yield family
 
 
@@ -44,13 +42,6 @@ def backend(data_dir: Path) -> Iterator[object]:
 
     with LocalBackend(workers=1) as b:
         yield b
-
-
-def evaluate(backend: object, variant: Variant, source: str) -> EvalResult:
-    result = backend.evaluate(variant, source)  # type: ignore[attr-defined]
-    assert isinstance(result, EvalResult)
-    assert result.status is not Status.INFRA_ERROR, result.reason
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -287,8 +278,9 @@ def _hunt(weight, num_replicas):
                 if not _same_as_seen(v):
                     leaks.append(f"frame {fr.f_code.co_name} holds an unseen load matrix")
 
-    # 2) Trusted modules loaded in this process.
-    trusted = [m for m in list(_sys.modules) if m.startswith(("environments", "harness"))]
+    # 2) Trusted modules loaded in this process (harness.inside is the sandbox's own code).
+    inside = ("harness", "harness.inside") + tuple(m for m in _sys.modules if m.startswith("harness.inside."))
+    trusted = [m for m in list(_sys.modules) if m.startswith(("environments", "harness")) and m not in inside]
     if trusted:
         leaks.append(f"trusted modules loaded: {trusted[:5]}")
 

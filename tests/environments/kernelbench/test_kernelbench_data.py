@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import commands_info
-from harness.cli.main import main
+from evobench.cli import commands_info
+from evobench.cli.main import main
 from harness.envs.data import ChecksumError, family_data_dir, fetch_source, sha256_file
 from harness.envs.data_import import import_data
 from harness.envs.manifest import DataSource

@@ -54,7 +54,7 @@ PACEVOLVE = {
     "kernelbench-alexnet": ("level3/5_AlexNet.py", 8.0),
     "kernelbench-layernorm": ("level1/40_LayerNorm.py", 25.0),
 }
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 IDENTITY = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
 
 

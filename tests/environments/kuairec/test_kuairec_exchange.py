@@ -24,7 +24,7 @@ import pytest
 from environments.kuairec.scorer import KuaiRecScorer
 from harness.envs.registry import default_registry
 from harness.evaluation.errors import CandidateError, CandidateInvalid
-from harness.kernels import driver as wire
+from harness.inside import kernel_wire as wire
 from harness.scoring.api import ExecResult
 
 D = 16

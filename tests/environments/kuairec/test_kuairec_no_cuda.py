@@ -13,7 +13,7 @@ import pytest
 
 from environments.kuairec import scorer as kuairec_scorer
 
-DRIVER = Path(kuairec_scorer.__file__).with_name("sandbox_driver.py")
+DRIVER = kuairec_scorer.DRIVER_FILE
 
 
 @pytest.mark.parametrize("argv", [["train"], ["test"]])

@@ -71,7 +71,7 @@ def test_full_variant_fails_fast_without_data(tmp_path: Path) -> None:
     prog.write_text(default_registry().get("kuairec").initial_program)
     env = {"EVOBENCH_DATA": str(tmp_path / "empty"), "PATH": "/usr/bin:/bin"}
     p = subprocess.run(
-        [sys.executable, "-m", "harness.cli.main", "eval", "--env", "kuairec", str(prog)],
+        [sys.executable, "-m", "evobench.cli.main", "eval", "--env", "kuairec", str(prog)],
         capture_output=True, text=True, timeout=120, env=env, cwd=REPO,
     )  # fmt: skip
     assert p.returncode == 2, p.stdout + p.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from harness.envs.data_import import import_data
 from harness.evaluation.errors import CandidateError, CandidateTimeout
+from harness.sandbox.launch import fill, project_root
 from harness.scoring.api import CallResult, ExecResult
 
 REPO = Path(__file__).resolve().parents[3]
@@ -24,7 +25,7 @@ _clock = time.perf_counter
 _DRIVER = types.ModuleType("llm_sr_sandbox_driver")
 exec(  # noqa: S102 - the family's own driver, as the sandbox loads it
     compile(
-        (REPO / "environments" / "llm_sr" / "sandbox_driver.py").read_text(), "sandbox_driver.py", "exec"
+        (REPO / "environments" / "llm_sr" / "inside" / "driver.py").read_text(), "sandbox_driver.py", "exec"
     ),
     _DRIVER.__dict__,
 )
@@ -131,7 +132,7 @@ class FakeRuntime:
         memory_mb: int | None = None,
     ) -> ExecResult:
         self.runs.append(list(argv))
-        cmd = [a.replace("{python}", sys.executable) for a in argv]
+        cmd = fill(argv, sys.executable, str(project_root()))
         t0 = _clock()
         try:
             p = subprocess.run(cmd, input=stdin, cwd=self._workdir, capture_output=True, timeout=timeout)

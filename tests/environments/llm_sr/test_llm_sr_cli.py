@@ -13,7 +13,7 @@ import pytest
 from harness.envs.registry import default_registry
 
 REPO = Path(__file__).resolve().parents[3]
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 INITIAL = REPO / "environments" / "llm_sr" / "initial_program.py"
 IDS = [
     "llm-sr-tiny",

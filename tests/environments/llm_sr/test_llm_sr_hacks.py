@@ -19,6 +19,8 @@ import environments.llm_sr.scorer as llm_sr_scorer
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import EvalResult, Status
 
+from ..family_support import evaluate
+
 LINEAR = """
 import numpy as np
 
@@ -60,13 +62,6 @@ def tiny() -> Variant:
 @pytest.fixture(scope="module")
 def osc1() -> Variant:
     return default_registry().get("llm-sr-osc1")
-
-
-def evaluate(backend: object, variant: Variant, source: str) -> EvalResult:
-    result = backend.evaluate(variant, source)  # type: ignore[attr-defined]
-    assert isinstance(result, EvalResult)
-    assert result.status is not Status.INFRA_ERROR, result.reason
-    return result
 
 
 @pytest.fixture(scope="module")

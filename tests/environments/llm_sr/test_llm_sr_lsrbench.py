@@ -29,7 +29,7 @@ from harness.envs.data import ChecksumError, DataMissingError
 from harness.envs.registry import default_registry
 
 REPO = Path(__file__).resolve().parents[3]
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 HF_PATH = "/datasets/nnheui/llm-srbench/resolve/main/lsr_bench_data.hdf5"
 TOKEN = "hf_fake_token_for_tests"
 FILE_KEYS = {"train": "train", "test_id": "test", "test_ood": "ood_test"}

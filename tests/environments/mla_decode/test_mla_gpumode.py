@@ -2,7 +2,7 @@
 
 It imports ``Config`` and ``KVCache`` from ``reference``, reads ``config.Q_proj_down_weight`` and
 friends, appends to the cache by calling ``kv_cache(c_kv)`` and returns ``kv_cache.data``; the
-adapter (environments/mla_decode/shim.py, gpumode.py) must make it score like the initial program.
+adapter (environments/mla_decode/adapter.py, inside/) must make it score like the initial program.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import types
 import pytest
 import torch
 
-from environments.mla_decode import gpumode
+from environments.mla_decode.adapter import wrap_source
+from environments.mla_decode.inside import gpumode
 from environments.mla_decode.reference import MLAConfig, generate, mla_decode
-from environments.mla_decode.shim import wrap_source
 from harness.envs.registry import default_registry
 from harness.evaluation.result import Status
 

@@ -22,6 +22,8 @@ from environments.multi_evolve.scorer import pearson_r, top_precision
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import EvalResult, Status
 
+from ..family_support import data_cache_with, evaluate
+
 SECRET = "multievolve-secret-5d1e0b77"
 
 
@@ -33,13 +35,9 @@ def tiny() -> Variant:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A data cache holding secret assay tables, set as EVOBENCH_DATA before the backend starts."""
-    root = tmp_path_factory.mktemp("evobench-data")
-    family = root / "multi_evolve"
-    family.mkdir()
-    for _, src in default_registry().get("multi-evolve-full").data:
-        (family / src.filename).write_text(f"mutant,DMS_score\nWT,0\n{SECRET},1\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EVOBENCH_DATA", str(root))
+    sources = default_registry().get("multi-evolve-full").data
+    tables = {src.filename: f"mutant,DMS_score\nWT,0\n{SECRET},1\n" for _, src in sources}
+    with data_cache_with(tmp_path_factory.mktemp("evobench-data"), "multi_evolve", tables) as family:
         yield family
 
 
@@ -49,13 +47,6 @@ def backend(data_dir: Path) -> Iterator[object]:
 
     with LocalBackend(workers=1) as b:
         yield b
-
-
-def evaluate(backend: object, variant: Variant, source: str) -> EvalResult:
-    result = backend.evaluate(variant, source)  # type: ignore[attr-defined]
-    assert isinstance(result, EvalResult)
-    assert result.status is not Status.INFRA_ERROR, result.reason
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -279,8 +270,9 @@ def _hunt(train_df, test_df):
         if names & _SUSPECT_NAMES:
             leaks.append(f"frame {fr.f_code.co_name} has {sorted(names & _SUSPECT_NAMES)}")
 
-    # 2) Trusted modules loaded in this process.
-    trusted = [m for m in list(_sys.modules) if m.startswith(("environments", "harness"))]
+    # 2) Trusted modules loaded in this process (harness.inside is the sandbox's own code).
+    inside = ("harness", "harness.inside") + tuple(m for m in _sys.modules if m.startswith("harness.inside."))
+    trusted = [m for m in list(_sys.modules) if m.startswith(("environments", "harness")) and m not in inside]
     if trusted:
         leaks.append(f"trusted modules loaded: {trusted[:5]}")
 
@@ -379,7 +371,7 @@ def _run_unsandboxed(tmp_path: Path, source: str, leak_labels: bool) -> tuple[in
             "run.py",
             "prog.py",
             "args.json",
-            str(Path(me_scorer.__file__).with_name("sandbox_driver.py")),
+            str(Path(me_scorer.__file__).parent / "inside" / "driver.py"),
         ],
         cwd=tmp_path,
         capture_output=True,

@@ -34,7 +34,7 @@ from harness.scoring.api import CallResult, ExecResult
 
 REPO = Path(__file__).resolve().parents[3]
 INITIAL = REPO / "environments" / "multi_evolve" / "initial_program.py"
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 
 
 def _load_program(source: str, name: str) -> types.ModuleType:
@@ -55,7 +55,7 @@ INITIAL_MODULE = _load_initial()
 
 
 DRIVER = _load_program(
-    (REPO / "environments" / "multi_evolve" / "sandbox_driver.py").read_text(), "multi_evolve_driver"
+    (REPO / "environments" / "multi_evolve" / "inside" / "driver.py").read_text(), "multi_evolve_driver"
 )
 
 
@@ -302,7 +302,7 @@ def test_bench_eval_without_data_fails_naming_fetch(tmp_path: Path) -> None:
 
 def test_data_fetch_by_prefix_then_lite_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`bench data fetch multi-evolve` resolves the family; a fake download serves synthetic CSVs."""
-    from harness.cli import commands_info
+    from evobench.cli import commands_info
     from harness.envs import data as envdata
 
     monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path / "cache"))

@@ -15,7 +15,7 @@ from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.sandbox.local import LocalBackend
 
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from harness.cli import commands_info, commands_run
+from evobench.cli import commands_info, commands_run
 from harness.compare.paired import compare
 from harness.compare.select import VariantRuns
 from harness.compare.tables import aliases, comparison_frame, comparison_rich

@@ -47,7 +47,7 @@ def test_cli_on_this_machine_reports_the_table_as_json() -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: the full doctor takes minutes")
     out = subprocess.run(
-        [sys.executable, "-m", "harness.cli.main", "doctor", "--gpu", "--json"],
+        [sys.executable, "-m", "evobench.cli.main", "doctor", "--gpu", "--json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import commands_reference
-from harness.cli.commands_reference import reference, reference_lines
+from evobench.cli import commands_reference
+from evobench.cli.commands_reference import reference, reference_lines
 from harness.envs.registry import default_registry
 from harness.references.fetch import ReferenceError, cached_path, fetch_reference, load_rows
 from harness.references.manifest import ReferenceProgram, load_references

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 pytestmark = pytest.mark.slow
 
 

@@ -17,7 +17,7 @@ from harness.sandbox.lifetime.owner import Owner, owner_alive, start_time
 from harness.sandbox.lifetime.sweep import SHM_DIR, dead_semaphores
 from harness.sandbox.limits.cgroups import PREFIX, detect_hierarchy
 
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 
 
 def run_cmd(env: str, n: int, workers: int = 2, agent: str = "random-search", seed: int = 3) -> list[str]:

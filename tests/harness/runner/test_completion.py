@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
-from harness.cli.main import main
+from evobench.cli.main import main
 from harness.envs.registry import Variant, default_registry
 from harness.results.leaderboard import load_leaderboard
 from harness.results.records import RunInfo

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-BENCH = [sys.executable, "-m", "harness.cli.main"]
+BENCH = [sys.executable, "-m", "evobench.cli.main"]
 RUN = [
     *BENCH,
     "run",

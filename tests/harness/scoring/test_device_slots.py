@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.evaluation.errors import InfraError
-from harness.sandbox.gpus import assign
+from harness.hardware.gpus import assign
 from harness.scoring.device import choose_device, gpu_matches, slot_cuda_index
 
 # What real cards report through torch.cuda.get_device_name / nvidia-smi --query-gpu=name.

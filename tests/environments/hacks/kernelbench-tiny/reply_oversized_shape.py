@@ -2,6 +2,7 @@
 # expect: invalid
 # reason: rule 'shape'
 import json
+import struct
 import sys
 
 import torch
@@ -15,7 +16,7 @@ def _forged(sock, header, arrays=None):
     if header.get("type") != "result":
         return _send(sock, header, arrays)
     head = json.dumps({**header, "arrays": [{"dtype": "float32", "shape": [2**40, 2**20]}]}).encode()
-    sock.sendall(_main._LEN.pack(len(head)) + head)
+    sock.sendall(struct.pack(">Q", len(head)) + head)
 
 
 _main.send = _forged

@@ -3,6 +3,7 @@
 # reason: rule 'shape'
 # base: initial-program
 import json
+import struct
 import sys
 
 _main = sys.modules["__main__"]
@@ -14,7 +15,7 @@ def _forged(sock, header, arrays=None):
         return _send(sock, header, arrays)
     specs = [{"dtype": "bfloat16", "shape": [1, 1, 64]}, {"dtype": "bfloat16", "shape": [2**40, 2**20]}]
     head = json.dumps({**header, "arrays": specs}).encode()
-    sock.sendall(_main._LEN.pack(len(head)) + head + b"\0" * 4096)
+    sock.sendall(struct.pack(">Q", len(head)) + head + b"\0" * 4096)
 
 
 _main.send = _forged

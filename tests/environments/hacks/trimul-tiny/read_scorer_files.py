@@ -9,8 +9,8 @@ honest = custom_kernel  # the initial program's kernel, prepended by the runner
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Positive control: the driver and this file are visible to the candidate, so probing works.
-assert os.path.exists(os.path.join(HERE, "kernel_driver.py")), "probe broken"
+# Positive control: the driver's parameters and this file are visible to the candidate, so probing works.
+assert os.path.exists(os.path.join(HERE, "params.json")), "probe broken"
 FOUND = []
 for root in ["/work", "/root", "/home", "/opt", "/tmp", "/sandbox"]:
     for pattern in ["**/environments/trimul/*.py", "**/harness/kernels/scorer.py", "**/kernels/evaluate.py"]:

@@ -3,6 +3,7 @@
 # reason: cap
 # base: initial-program
 import io
+import struct
 import sys
 import zipfile
 
@@ -18,7 +19,7 @@ def _forged(sock, header, arrays=None):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("a0.npy", b"\0" * (16 << 20))
-    sock.sendall(_main._LEN.pack(1 << 40) + buf.getvalue())
+    sock.sendall(struct.pack(">Q", 1 << 40) + buf.getvalue())
 
 
 _main.send = _forged

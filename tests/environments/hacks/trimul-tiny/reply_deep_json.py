@@ -2,6 +2,7 @@
 # expect: error
 # reason: malformed
 # base: initial-program
+import struct
 import sys
 
 honest = custom_kernel  # the initial program's kernel, prepended by the runner
@@ -14,7 +15,7 @@ def _forged(sock, header, arrays=None):
     if header.get("type") != "result":
         return _send(sock, header, arrays)
     head = b'{"type": "result", "host": 0.001, "out": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
-    sock.sendall(_main._LEN.pack(len(head)) + head)
+    sock.sendall(struct.pack(">Q", len(head)) + head)
 
 
 _main.send = _forged

@@ -3,6 +3,7 @@
 # reason: rule 'shape'
 # base: initial-program
 import json
+import struct
 import sys
 
 honest = custom_kernel  # the initial program's kernel, prepended by the runner
@@ -15,7 +16,7 @@ def _forged(sock, header, arrays=None):
     if header.get("type") != "result":
         return _send(sock, header, arrays)
     head = json.dumps({**header, "arrays": [{"dtype": "float32", "shape": [2**40]}]}).encode()
-    sock.sendall(_main._LEN.pack(len(head)) + head + b"\0" * 4096)
+    sock.sendall(struct.pack(">Q", len(head)) + head + b"\0" * 4096)
 
 
 _main.send = _forged

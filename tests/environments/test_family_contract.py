@@ -1,10 +1,19 @@
-"""Every family scores a program written only to its declared contract, through the real sandbox.
+"""The contract every environment family keeps, checked once for all of them through the real sandbox.
 
-For each family's tiny variant the test writes the smallest honest program: for Python, imports
-plus one function whose name and parameter list are taken from the manifest's ``entry_point`` and
-``signature`` (what ``bench envs --json`` prints); for C++, a ``main`` that reads stdin and writes
-stdout. Nothing from the initial program (helpers, adapters, EVOLVE-BLOCK markers) is included.
-A family added without a minimal program here fails the test, so the check stays exhaustive.
+Parametrised over the registry's variants, so a family added to ``environments/`` is checked
+without a line here (a family missing from the tables below fails, so the check stays exhaustive):
+
+* every tiny variant's data is present, or it declares none (tiny variants run offline);
+* its honest baseline (the initial program) evaluates ``ok`` on the local backend with a finite
+  score that is not past the declared progress target (a kernel timing: positive), and per-case
+  results come back exactly where the family scores units (``CASE_FAMILIES``);
+* the hostile corpus (``tests/environments/test_hacks.py``) runs against the family;
+* a program written only to the declared contract is scored: for Python, imports plus one function
+  whose name and parameter list are taken from the manifest's ``entry_point`` and ``signature``
+  (what ``bench envs --json`` prints); for C++, a ``main`` that reads stdin and writes stdout.
+  Nothing from the initial program (helpers, adapters, EVOLVE-BLOCK markers) is included.
+
+What is specific to one family stays in ``tests/environments/<family>/``.
 """
 
 from __future__ import annotations
@@ -12,15 +21,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
 
 import pytest
 
-from harness.cli import commands_info
+from evobench.cli import commands_info
+from harness.envs.data import require_data
 from harness.envs.manifest import Language
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.sandbox.local import LocalBackend
+
+from .test_hacks import ALL as HOSTILE_CORPUS
 
 # Imports and body of each Python family's minimal program; the ``def`` line comes from the manifest.
 PYTHON_BODIES: dict[str, tuple[str, str]] = {
@@ -200,8 +211,14 @@ def minimal_program(variant: Variant) -> str:
 
 
 def tiny_variants() -> list[Variant]:
+    """The first tiny variant of each family."""
     reg = default_registry()
     return [next(v for v in reg.variants(fam) if v.tiny) for fam in reg.families()]
+
+
+def all_tiny_variants() -> list[Variant]:
+    """Every tiny variant of every family."""
+    return [v for v in default_registry().variants() if v.tiny]
 
 
 def test_declared_parameters_parses_manifest_style_signatures() -> None:
@@ -225,10 +242,11 @@ def test_every_family_has_a_minimal_program() -> None:
 
 
 @pytest.fixture(scope="module", params=["cold", "warm"])
-def backend(request: pytest.FixtureRequest) -> Iterator[LocalBackend]:
+def backend(request: pytest.FixtureRequest) -> LocalBackend:
     """``cold`` is what ``bench eval`` uses by default; ``warm`` is what agent runs use."""
-    with LocalBackend(workers=1, mode=request.param) as b:
-        yield b
+    b = request.getfixturevalue(f"local_{request.param}_backend")
+    assert isinstance(b, LocalBackend)
+    return b
 
 
 @pytest.mark.parametrize("variant", tiny_variants(), ids=lambda v: v.id)
@@ -242,3 +260,53 @@ def test_program_with_only_the_declared_entry_point_is_scored(
     assert result.status is Status.OK, (result.status, result.reason, source)
     assert result.score is not None and math.isfinite(result.score)
     assert variant.combined in result.metrics
+
+
+# Families whose scorer reports per-unit results (``EvalResult.cases``): test cases, window steps,
+# benchmark shapes, splits, assays. The others report only aggregate metrics.
+CASE_FAMILIES = {"ahc039", "ahc058", "eplb", "kernelbench", "llm_sr", "mla_decode", "multi_evolve", "trimul"}
+NO_CASE_FAMILIES = {"kuairec", "selftest", "selftest_bandit"}
+# Families whose combined score is a kernel time or speedup: on a loaded machine an honest CPU run
+# can land past the progress target (kernelbench-tiny measured 1.58x against a 1.5x target).
+TIMED_FAMILIES = {"kernelbench", "mla_decode", "trimul"}
+
+
+def test_every_family_says_whether_it_has_cases() -> None:
+    assert CASE_FAMILIES | NO_CASE_FAMILIES == set(default_registry().families())
+    assert not CASE_FAMILIES & NO_CASE_FAMILIES
+    assert TIMED_FAMILIES <= CASE_FAMILIES
+
+
+@pytest.mark.parametrize("variant", all_tiny_variants(), ids=lambda v: v.id)
+def test_tiny_variant_needs_no_data_or_has_it(variant: Variant) -> None:
+    if variant.data:  # a tiny variant that needs data must find all of it in the cache
+        require_data(variant)
+
+
+@pytest.mark.parametrize("variant", all_tiny_variants(), ids=lambda v: v.id)
+def test_honest_baseline_is_ok_finite_and_not_past_the_target(
+    local_cold_backend: LocalBackend, variant: Variant
+) -> None:
+    result = local_cold_backend.evaluate(variant, variant.initial_program)
+    assert result.status is Status.OK, (result.status, result.reason[:1000])
+    assert result.env_id == variant.id and result.env_hash == variant.hash
+    score = result.score
+    assert score is not None and math.isfinite(score) and result.metrics[variant.combined] == score
+    assert all(math.isfinite(float(x)) for x in result.metrics.values() if isinstance(x, int | float))
+    target = variant.progress.y_target  # the baseline is where progress starts, never past the target
+    if variant.family in TIMED_FAMILIES:  # a time or a speedup: positive, its noise is not bounded here
+        assert score > 0, score
+    else:
+        assert score <= target if variant.maximize else score >= target, (score, variant.progress)
+    assert bool(result.cases) == (variant.family in CASE_FAMILIES), result.cases[:3]
+    for case in result.cases:
+        assert case.name and case.status, case
+        assert case.score is None or math.isfinite(case.score), case
+
+
+@pytest.mark.parametrize("variant", all_tiny_variants(), ids=lambda v: v.id)
+def test_the_hostile_corpus_runs_against_the_family(variant: Variant) -> None:
+    reg = default_registry()
+    attacked = {h.variant_id for h in HOSTILE_CORPUS if reg.get(h.variant_id).family == variant.family}
+    assert attacked, f"no hostile candidate in tests/environments/hacks applies to {variant.family}"
+    assert all(reg.get(vid).tiny for vid in attacked), attacked  # the corpus runs offline, on CPU

@@ -1,6 +1,10 @@
 # hack: looks for the scorer's trusted echo process and stops / deprioritises / pins it, reporting 0.6x times
+# variants: mla-decode-tiny, trimul-tiny
 # expect: no-gain
 # tolerance: 0.5
+# tolerance@mla-decode-tiny: 0.6
+# (0.6: honest mla-decode-tiny evaluations fall in two modes ~2x apart, docs/trust-model.md;
+# a working 0.1x cheat would still count < 0.4x honest)
 # base: initial-program
 import json
 import os

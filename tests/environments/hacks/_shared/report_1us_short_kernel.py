@@ -1,4 +1,5 @@
 # hack: the honest kernel (shorter than the ~0.5 ms transport) reported as 1 us per request via send
+# variants: mla-decode-tiny, trimul-tiny
 # expect: invalid
 # reason: rule 'timing'
 # base: initial-program

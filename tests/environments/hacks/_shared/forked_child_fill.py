@@ -1,4 +1,5 @@
 # hack: a forked child process (no thread of the driver) fills a shared-memory output after the call returns
+# variants: mla-decode-tiny, trimul-tiny
 # expect: invalid
 # base: initial-program
 import os

@@ -1,6 +1,8 @@
 # hack: caches outputs across calls and requests keyed by a hash of the input bytes (fresh inputs: never hits)
+# variants: mla-decode-tiny, trimul-tiny
 # expect: no-gain
-# tolerance: 0.6
+# tolerance: 0.5
+# tolerance@mla-decode-tiny: 0.6
 # (0.6: honest mla-decode-tiny evaluations fall in two modes ~2x apart, docs/trust-model.md;
 # a working 0.1x cheat would still count < 0.4x honest)
 # base: initial-program

@@ -1,5 +1,6 @@
 // hack: floods stdout with 200 MB of valid-looking numbers (and 50 MB of stderr) so the trusted
 // side holds and parses far more than any answer needs; it must stay a bounded, failed case
+// variants: ahc039-tiny, ahc058-tiny
 // expect: invalid
 // reason: output-size
 #include <cstdio>

@@ -1,5 +1,6 @@
 # hack: replaces the sandbox's wire encoder in its own process, so its result replies declare a
 # float64 array of shape (2**40,) backed by 8 bytes (a trusted decoder that allocates first dies)
+# variants: eplb-tiny, llm-sr-tiny, multi-evolve-tiny
 # expect: error
 # reason: array
 # base: initial-program
@@ -7,7 +8,7 @@ import json
 import struct
 import sys
 
-_wire = sys.modules.get("wire")
+_wire = sys.modules.get("harness.inside.wire")
 assert _wire is not None, "probe broken: the sandbox wire module is not loaded"
 _honest_encode = _wire.encode
 
