@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -10,8 +11,12 @@ import pytest
 
 from harness.llm import REDACTED, Ledger, LLMCallFailed, LLMClient, LLMSettings, RedactingFilter, redact
 
-# Collected everywhere (also by `-m gpu` on GPU images without litellm): skip, do not error.
-litellm = pytest.importorskip("litellm")
+# Collected everywhere (also by `-m gpu` on GPU images without litellm): skip there, but never in
+# CI, where litellm is a dependency and a missing one must fail.
+if os.environ.get("CI", "").lower() == "true":
+    import litellm
+else:
+    litellm = pytest.importorskip("litellm")
 
 FAKE = {
     "OPENAI_API_KEY": "sk-fakeopenai0123456789abcdef",
