@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -166,12 +165,8 @@ class TrustedTrainer:
         """
         c = self.candidate
         ex = self._ex = ExchangeDir(Path(c.workdir), "kuairec-train", writable=False)
-        path = Path(c.workdir) / ex.name / "s"
-        lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lst = ex.listen_unix("s")  # the directory stays 0755: only the socket is the sandbox's to use
         try:
-            lst.bind(str(path))
-            os.chmod(path, 0o777)  # the sandbox runs as another uid; the directory stays 0755
-            lst.listen(1)
             self._timeout = max(c.remaining(), 0.0)
             if self._timeout <= 0:
                 raise CandidateTimeout("no time left to train")
@@ -186,7 +181,7 @@ class TrustedTrainer:
                         self._fail("starting the training driver")
         finally:
             lst.close()
-            path.unlink(missing_ok=True)  # nobody else can connect now
+            ex.unlink("s")  # nobody else can connect now
         self._ready()
         return self
 

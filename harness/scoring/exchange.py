@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 import stat
 from pathlib import Path
 
@@ -147,6 +148,34 @@ class ExchangeDir:
             return decode_json(raw, name, max_bytes=max_bytes, max_depth=max_depth)
         except DecodeError as e:
             raise CandidateError(str(e)) from None
+
+    def listen_unix(self, name: str) -> socket.socket:
+        """A listening Unix socket ``name`` in this directory that any uid may connect to.
+
+        Bound through ``/proc/self/fd``, so the work directory's path may be longer than the
+        108 bytes ``sun_path`` holds (a deep ``TMPDIR``), and the socket lands in the directory this
+        descriptor holds even if the path was swapped since. Unlink it with :meth:`unlink` once the
+        peer is connected.
+
+        Raises:
+            OSError: The socket could not be bound (``name`` exists, or no ``/proc``).
+        """
+        lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            lst.bind(f"/proc/self/fd/{self.fd}/{name}")
+            os.chmod(name, 0o777, dir_fd=self.fd)  # the sandbox runs as another uid
+            lst.listen(1)
+        except BaseException:
+            lst.close()
+            raise
+        return lst
+
+    def unlink(self, name: str) -> None:
+        """Remove ``name`` from this directory if it is there."""
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
 
     def close(self) -> None:
         """Release the directory descriptor (the work directory itself is wiped by the worker)."""
