@@ -16,17 +16,17 @@ from harness.evaluation.result import EvalResult, Status, program_sha256
 from .base import Sandbox
 from .isolation import UIDS_PER_BACKEND, detect_isolation
 from .lifetime import sweep_leftovers
+from .uid_blocks import UidBlock
 from .worker import EvalJob, Mode, init_worker, run_job
 
 log = logging.getLogger(__name__)
 
-_UID_BLOCKS = 250  # 61000 + 250 * 16 stays below 65534 (nobody)
 _instances = itertools.count()
 
 
-def _next_uid_offset() -> int:
-    """A block of sandbox uids for a new backend, distinct across processes and instances."""
-    return ((os.getpid() * 31 + next(_instances)) % _UID_BLOCKS) * UIDS_PER_BACKEND
+def _uid_hint() -> int:
+    """Where a new backend starts looking for a free uid block (spread over processes)."""
+    return os.getpid() * 31 + next(_instances)
 
 
 class LocalBackend(Sandbox):
@@ -67,7 +67,7 @@ class LocalBackend(Sandbox):
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._uid_offset = _next_uid_offset()
+        self._uids: UidBlock | None = None
 
     def _get_pool(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -81,8 +81,10 @@ class LocalBackend(Sandbox):
                 slots = ctx.Queue()
                 # Sandbox uids private to this backend instance: another run's fork bomb (per-uid
                 # process limit) or leftover cannot touch this one's candidates.
+                if self._uids is None:
+                    self._uids = UidBlock.lease(_uid_hint())
                 for i in range(self.workers):
-                    slots.put(self._uid_offset + i % UIDS_PER_BACKEND)
+                    slots.put(self._uids.offset + i % UIDS_PER_BACKEND)
                 self._pool = ProcessPoolExecutor(
                     self.workers,
                     mp_context=ctx,
@@ -180,3 +182,6 @@ class LocalBackend(Sandbox):
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
             sweep_leftovers()  # what a worker that died mid-evaluation left
+        if self._uids is not None:
+            self._uids.release()  # its candidates are dead: the workers killed them as they exited
+            self._uids = None
