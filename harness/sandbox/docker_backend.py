@@ -175,7 +175,8 @@ def container_run_args(
         "cap_drop": ["ALL"],
         "cap_add": ["SETUID", "SETGID", "KILL"],
         "security_opt": ["no-new-privileges"],
-        "labels": {LABEL: "1", f"{LABEL}.backend": backend_id},
+        # The owner's pid tells whose containers these are when several runs share the daemon.
+        "labels": {LABEL: "1", f"{LABEL}.backend": backend_id, f"{LABEL}.pid": str(os.getpid())},
         "device_requests": gpu_requests(hw, slot, gpus or [], override),
         "environment": env,
         "cgroup_parent": cgroup_parent,

@@ -182,7 +182,6 @@ def test_local_and_docker_agree_on_eplb_tiny(eplb_tiny: Variant) -> None:
 
 
 def test_ctrl_c_leaves_no_container(client, eplb_tiny: Variant, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    before = {c.id for c in _evobench_containers(client)}
     cmd = [
         sys.executable,
         "-m",
@@ -219,7 +218,9 @@ def test_ctrl_c_leaves_no_container(client, eplb_tiny: Variant, tmp_path: Path) 
             break
         time.sleep(0.2)
     assert journal is not None, "run made no progress"
-    assert {c.id for c in _evobench_containers(client)} - before, "expected live containers mid-run"
+    # Only the run's own containers (by its pid): parallel test processes share the daemon.
+    mine = {"label": f"{LABEL}.pid={proc.pid}"}
+    assert client.containers.list(all=True, filters=mine), "expected live containers mid-run"
     os.killpg(proc.pid, signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=120)
@@ -227,5 +228,5 @@ def test_ctrl_c_leaves_no_container(client, eplb_tiny: Variant, tmp_path: Path) 
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
-    leftover = {c.id for c in _evobench_containers(client)} - before
+    leftover = {c.id for c in client.containers.list(all=True, filters=mine)}
     assert not leftover, f"containers left behind: {leftover}"
