@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
 import statistics
 import threading
@@ -42,6 +41,7 @@ from .timing import (
     CallTiming,
     CaseBound,
     fastest_probe,
+    one_cpu,
     os_figure,
     peer_pid,
     speed_probe,
@@ -96,6 +96,9 @@ class DriverParams:
     speed_probe: bool = True
     """With the OS clock, scale it by a trusted speed probe timed beside every timed request
     (:func:`~harness.kernels.timing.speed_probe`): the machine's speed drifts ~2x on a shared VM."""
+    pin_os: bool = True
+    """With the OS clock, pin the sandbox, the echo and the speed probe to one CPU
+    (:func:`~harness.kernels.timing.one_cpu`): a VM's CPUs differ in speed from moment to moment."""
     pin_echo: bool = True
     """Where the round-trip bound counts, run the echo on a CPU the sandbox cannot use."""
 
@@ -131,6 +134,7 @@ class KernelSession:
     _win_first: int = field(default=0, init=False)
     _pid: int | None = field(default=None, init=False)
     _sandbox_cpus: tuple[int, ...] | None = field(default=None, init=False)
+    _probe_cpus: tuple[int, ...] | None = field(default=None, init=False)
 
     @property
     def os_clock(self) -> bool:
@@ -152,17 +156,19 @@ class KernelSession:
         # CPU of its own: a candidate's processes cannot load it to inflate the transport floor.
         want_os = self.params.os_clock and self.params.device == "cpu"
         echo_cpus = None
-        if self.params.pin_echo and not (want_os and group_cpu_possible()):
+        if want_os and group_cpu_possible():
+            if self.params.pin_os:
+                # The OS clock's three parts on one CPU: the sandbox's tree, the echo whose CPU is
+                # subtracted, and the probe that scales it all see that CPU's speed.
+                echo_cpus = self._sandbox_cpus = self._probe_cpus = one_cpu()
+        elif self.params.pin_echo:
             echo_cpus, self._sandbox_cpus = split_cpus()
         if want_os and self.params.speed_probe:
-            speed_probe()  # before the sandbox exists: the fastest probe can never be the candidate's
+            # Before the sandbox exists: the fastest probe can never be the candidate's.
+            speed_probe(cpus=self._probe_cpus)
         # Started now so that its start-up overlaps the sandbox's; awaited at the first timed call.
         self._echo = EchoCalibrator(self.params.driver_json(), self.params.calibration_reps, cpus=echo_cpus)
-        path = Path(c.workdir) / ex.name / "s"
-        lst = self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        lst.bind(str(path))
-        os.chmod(path, 0o777)  # the sandbox runs as another uid
-        lst.listen(1)
+        lst = self._listener = ex.listen_unix("s")
         timeout = max(c.remaining(), 0.0)
         self._thread = threading.Thread(target=self._run, args=(ex.name, timeout), daemon=True)
         self._thread.start()
@@ -174,7 +180,7 @@ class KernelSession:
                 if not self._thread.is_alive() or c.remaining() <= 0:
                     self._fail("starting the driver")
         lst.close()
-        os.unlink(path)  # nobody else can connect now
+        ex.unlink("s")  # nobody else can connect now
         if want_os:
             # The peer is the driver, before any candidate code ran: its cgroup is the sandbox's.
             self._pid = peer_pid(self._sock)
@@ -424,7 +430,7 @@ class KernelSession:
         if self._cpu is None or not self.params.speed_probe:
             return math.nan
         q0 = self._cpu.read_ns()
-        p = speed_probe()
+        p = speed_probe(cpus=self._probe_cpus)
         q1 = self._cpu.read_ns()
         if q0 is None or q1 is None or q1 - q0 > PROBE_QUIET_NS:
             return fastest_probe()

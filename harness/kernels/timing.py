@@ -31,20 +31,22 @@ candidate: the process's fastest probe stands in for it (:meth:`KernelSession.ca
 _fastest_probe: list[float] = []
 
 
-def speed_probe(chunks: int = 5, matmuls: int = 20) -> float:
+def speed_probe(chunks: int = 5, matmuls: int = 20, cpus: tuple[int, ...] | None = None) -> float:
     """This thread's CPU seconds for a fixed workload: the machine's speed right now.
 
     On a shared VM a process's CPU time for the same work moves ~2x over seconds (other guests,
     host load); timed by the trusted scorer beside each request, the probe moves with it. The
     median of ``chunks`` chunks of ``matmuls`` 96x96 float32 matmuls on one intra-op thread (the
     first chunk warms the caches; a preempted chunk is dropped by the median). The fastest probe
-    of this process is kept (:func:`fastest_probe`).
+    of this process is kept (:func:`fastest_probe`). ``cpus``: run on those CPUs only (this
+    thread's affinity is restored after).
     """
     import torch
 
     threads = torch.get_num_threads()
     if threads != 1:  # thread_time counts this thread only: the work must stay on it
         torch.set_num_threads(1)
+    before = _pin_thread(cpus)
     try:
         a = torch.full((96, 96), 0.5)
         out = torch.empty(96, 96)
@@ -57,10 +59,32 @@ def speed_probe(chunks: int = 5, matmuls: int = 20) -> float:
     finally:
         if threads != 1:
             torch.set_num_threads(threads)
+        if before is not None:
+            os.sched_setaffinity(0, before)
     p = statistics.median(times)
     if not _fastest_probe or p < _fastest_probe[0]:
         _fastest_probe[:] = [p]
     return p
+
+
+def _pin_thread(cpus: tuple[int, ...] | None) -> set[int] | None:
+    """Pin the calling thread to ``cpus``; its affinity before, or None where nothing changed."""
+    if not cpus:
+        return None
+    try:
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, cpus)  # pid 0: this thread only
+    except (AttributeError, OSError):
+        return None
+    return before
+
+
+def one_cpu() -> tuple[int, ...] | None:
+    """The last CPU this process may use, as a one-CPU set (None where affinity is unsupported)."""
+    try:
+        return (max(os.sched_getaffinity(0)),)
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def fastest_probe() -> float:
@@ -227,12 +251,36 @@ def os_figure(b: CaseBound, win: Sequence[CallTiming], window: float) -> CaseBou
     # disturbed counts the process's fastest. Without probes (disabled) the raw figure counts.
     probes = [c.probe for c in win if math.isfinite(c.probe)]
     probe = statistics.median(probes) if probes and len(probes) == len(win) else PROBE_REF_S
+    scaled = raw * PROBE_REF_S / probe
+    if probes and len(probes) == len(win) and all(math.isfinite(c.cpu_used) for c in win):
+        scaled = _per_request_scaled(win, max(0.0, window - echo), probe) / calls
+        probe = raw * PROBE_REF_S / scaled if scaled > 0 else probe
     return replace(
         b,
-        os_cpu=raw * PROBE_REF_S / probe,
+        os_cpu=scaled,
         os_cpu_raw=raw,
         probe=probe,
         os_calls=calls,
         window_cpu=window,
         echo_cpu=echo,
     )
+
+
+def _per_request_scaled(win: Sequence[CallTiming], net: float, median_probe: float) -> float:
+    """``net`` CPU seconds at the reference speed, each request's share at its own probe's speed.
+
+    The machine's speed moves within a case (stretches of seconds on a shared VM): a request's
+    net CPU (its counter less the median echo of its size) is scaled by the probe made right
+    after it; what the window counted outside the requests (work deferred past a reply) by the
+    median probe. Every CPU second the sandbox adds raises the figure: no way to place work
+    lowers it.
+    """
+    sizes = {c.reps for c in win}
+    echo_by_reps = {r: statistics.median(c.echo_cpu for c in win if c.reps == r) for r in sizes}
+    nets = [max(0.0, c.cpu_used - echo_by_reps[c.reps]) for c in win]
+    inside = math.fsum(nets)
+    if inside > net:  # the per-request counters can only have seen part of the window's CPU
+        nets = [x * net / inside for x in nets]
+        inside = net
+    at_ref = math.fsum(x / c.probe for x, c in zip(nets, win, strict=True)) + (net - inside) / median_probe
+    return at_ref * PROBE_REF_S

@@ -17,9 +17,9 @@ class Model(nn.Module):
         return torch.nn.functional.gelu(self.linear(x)) * self.scale
 
 
-batch_size = 16
-in_features = 64
-out_features = 32
+batch_size = 128
+in_features = 256
+out_features = 256
 scale = 0.5
 
 

@@ -78,6 +78,16 @@ class GroupRuntime:
                 clock.close()
 
 
+class Recording(GroupRuntime):
+    """A :class:`GroupRuntime` that keeps the keyword arguments of its last run (``cpus``...)."""
+
+    seen: dict[str, Any]
+
+    def run(self, argv: list[str], stdin: bytes = b"", timeout: float | None = None, **kw: Any) -> ExecResult:
+        self.seen = kw
+        return super().run(argv, stdin, timeout)
+
+
 needs_cpuacct = pytest.mark.skipif(cpuacct_parent() is None, reason="no writable v1 cpuacct hierarchy")
 
 
@@ -130,7 +140,7 @@ def test_a_tree_busy_during_the_speed_probe_counts_at_the_fastest_probe(tmp_path
     (contention could slow the probe and so scale the figure down): every probe of the window is
     replaced by the process's fastest, which no candidate can make slower."""
     mean, b = _case(tmp_path, fork=True, child_ms=30.0)
-    assert b.probe == fastest_probe(), b
+    assert b.probe == pytest.approx(fastest_probe()), b
     assert mean == pytest.approx(b.os_cpu_raw * PROBE_REF_S / fastest_probe()), b
 
 
@@ -154,19 +164,43 @@ def test_where_the_round_trip_counts_the_echo_gets_a_cpu_the_sandbox_cannot_use(
     if len(mine) < 2:
         pytest.skip("one CPU: nothing to split")
     monkeypatch.setattr(session_mod, "group_cpu_possible", lambda: False)  # as on GPU / no cgroup
-    seen: dict[str, Any] = {}
-
-    class Recording(GroupRuntime):
-        def run(
-            self, argv: list[str], stdin: bytes = b"", timeout: float | None = None, **kw: Any
-        ) -> ExecResult:
-            seen.update(kw)
-            return super().run(argv, stdin, timeout)
 
     params = DriverParams(entry="custom_kernel", device="cpu")
     src = "def custom_kernel(data):\n    return data[0] * 2.0\n"
-    with KernelSession(Recording(tmp_path, src, group=False), params) as s:  # type: ignore[arg-type]
+    rt = Recording(tmp_path, src, group=False)
+    with KernelSession(rt, params) as s:  # type: ignore[arg-type]
         assert s._echo is not None
         assert os.sched_getaffinity(s._echo.proc.pid) == {mine[-1]}
         assert not s.os_clock
-    assert tuple(seen["cpus"]) == tuple(mine[:-1])
+    assert tuple(rt.seen["cpus"]) == tuple(mine[:-1])
+
+
+@needs_cpuacct
+def test_the_os_clock_puts_sandbox_echo_and_probe_on_one_cpu(tmp_path: Path) -> None:
+    """A VM's CPUs differ in speed from moment to moment: the CPU the sandbox's time is counted on
+    is the one the echo subtracted from it and the probe scaling it were measured on."""
+    import os
+
+    import harness.kernels.session as session_mod
+
+    mine = sorted(os.sched_getaffinity(0))
+    probed: list[Any] = []
+    real_probe = session_mod.speed_probe
+
+    def probe(*a: Any, **kw: Any) -> float:
+        probed.append(kw.get("cpus"))
+        return real_probe(*a, **kw)
+
+    params = DriverParams(entry="custom_kernel", device="cpu")
+    src = "def custom_kernel(data):\n    return data[0] * 2.0\n"
+    x = torch.ones(4, 4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(session_mod, "speed_probe", probe)
+        rt = Recording(tmp_path, src)
+        with KernelSession(rt, params) as s:  # type: ignore[arg-type]
+            assert s._echo is not None
+            assert os.sched_getaffinity(s._echo.proc.pid) == {mine[-1]}
+            s.call_many([[x]] * 2, "call", [[("float32", (4, 4))]] * 2)
+            assert s.os_clock
+    assert tuple(rt.seen["cpus"]) == (mine[-1],)
+    assert probed and all(c == (mine[-1],) for c in probed)

@@ -1,4 +1,4 @@
-# hack: the honest ~30 us model (far under the transport) reported as 1 us per request via send
+# hack: the honest model reported as 1 us per request via send (a pure under-report of a short kernel)
 # expect: no-gain
 # tolerance: 1.0
 import sys
