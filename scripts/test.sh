@@ -33,17 +33,50 @@ if [ "${CI:-}" = "true" ]; then
   # Docker tests really run in CI: a missing daemon or image is a failure there, not a skip.
   bash scripts/docker-setup.sh
 fi
+user_pid=""
+user_log=""
 if [ "${CI:-}" = "true" ] || [ "${EVOBENCH_USER_INSTALL:-}" = "1" ]; then
-  # The install users really have (plain `pip install -e .`: the index's CUDA torch), checked
-  # before the main suite so that the suite's summary is the last thing printed.
-  bash scripts/user-install.sh
+  # The install users really have (plain `pip install -e .`: the index's CUDA torch). Mostly a
+  # download: it runs beside the lint and the suite, its log is printed and its status checked at
+  # the end (the suite's summary stays the last thing printed).
+  user_log="$(mktemp)"
+  setsid bash scripts/user-install.sh >"$user_log" 2>&1 &
+  user_pid=$!
 fi
+user_install_done() {
+  [ -n "$user_pid" ] || return 0
+  local rc=0
+  wait "$user_pid" || rc=$?
+  echo "---- scripts/user-install.sh (exit $rc) ----"
+  cat "$user_log"
+  rm -f "$user_log"
+  user_pid=""
+  return "$rc"
+}
+trap '[ -z "$user_pid" ] || kill -- "-$user_pid" 2>/dev/null || true' EXIT
 .venv/bin/ruff check .
 .venv/bin/mypy
-# EVOBENCH_TEST_WORKERS=N: pytest-xdist, N processes, each module whole in one (its module-scoped
-# backends and timing batches stay together); each process has its own session backends.
+# Test processes (pytest-xdist): EVOBENCH_TEST_WORKERS=N, default one per CPU (at most 4; 0 or 1:
+# none). Each module runs whole in one process (its module-scoped backends and timing batches
+# stay together); each process has its own session backends.
+workers="${EVOBENCH_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}"
+[ "$workers" -le 4 ] || workers=4
 parallel=()
-if [ "${EVOBENCH_TEST_WORKERS:-0}" != "0" ]; then
-  parallel=(-n "$EVOBENCH_TEST_WORKERS" --dist loadfile)
+if [ "$workers" -ge 2 ]; then
+  parallel=(-n "$workers" --dist loadfile)
 fi
-pytest_rc .venv/bin/python -m pytest --durations=30 "${parallel[@]}" "$@"
+set +e
+.venv/bin/python -m pytest --durations=30 "${parallel[@]}" "$@"
+rc=$?
+set -e
+user_rc=0
+user_install_done || user_rc=$?
+if [ "$rc" -eq 5 ]; then
+  echo "test: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+if [ "$user_rc" -ne 0 ]; then
+  echo "test: scripts/user-install.sh failed (exit $user_rc)" >&2
+  exit 1
+fi
+exit "$rc"
