@@ -10,7 +10,10 @@ from rich.console import Console
 # Piped output (logs, CI, tests) gets wide tables instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
 # Error messages quote user input and package extras (``evobench[rl]``): never read them as markup.
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200, markup=False, highlight=False)
+# soft_wrap: one error stays one line, however long the path it quotes (grep, copy and paste).
+err_console = Console(
+    stderr=True, width=None if sys.stderr.isatty() else 200, markup=False, highlight=False, soft_wrap=True
+)
 
 
 def fmt(x: float | None, digits: int = 4) -> str:

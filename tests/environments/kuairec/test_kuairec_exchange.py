@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import struct
 import tracemalloc
@@ -69,7 +70,12 @@ class FakeDriver:
 
     def serve(self, path: Path) -> int:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.connect(str(path))
+            # Through a descriptor of the directory: a deep tmp_path (pytest-xdist) overflows sun_path.
+            fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                sock.connect(f"/proc/self/fd/{fd}/{path.name}")
+            finally:
+                os.close(fd)
             self.ready(sock)
             while True:
                 try:

@@ -1,6 +1,6 @@
-# hack: the honest model reported as 1 us per request via send (a pure under-report of a short kernel)
-# expect: no-gain
-# tolerance: 1.0
+# hack: the honest ~250 us model reported as 1 us per request via send (a pure under-report)
+# expect: invalid
+# reason: rule 'timing'
 import sys
 
 import torch
