@@ -58,12 +58,13 @@ trap '[ -z "$user_pid" ] || kill -- "-$user_pid" 2>/dev/null || true' EXIT
 .venv/bin/mypy
 # Test processes (pytest-xdist): EVOBENCH_TEST_WORKERS=N, default one per CPU (at most 4; 0 or 1:
 # none). Each module runs whole in one process (its module-scoped backends and timing batches
-# stay together); each process has its own session backends.
+# stay together), the longest modules first (tests/scheduling.py); each process has its own
+# session backends.
 workers="${EVOBENCH_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}"
 [ "$workers" -le 4 ] || workers=4
 parallel=()
 if [ "$workers" -ge 2 ]; then
-  parallel=(-n "$workers" --dist loadfile)
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 set +e
 .venv/bin/python -m pytest --durations=30 "${parallel[@]}" "$@"

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
+# One held-out key for the whole suite (and the `bench` processes it starts): secret-keyed tiny
+# draws, and so their scores, are then the same on every machine and CI runner. Tests of the key
+# itself unset it. A developer's own key, where set, is kept.
+TEST_HELDOUT_KEY = "7e57" * 16
+os.environ.setdefault("EVOBENCH_HELDOUT_KEY", TEST_HELDOUT_KEY)
+
 
 # --- Tiers: automatic `sandbox` / `run` markers, and a guard in the fast tier ----------------------
 # A test needs `sandbox` when it (or a fixture or module helper it uses) names one of these; `run`
@@ -109,7 +115,13 @@ def _measured_slow() -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Add the tier markers; skip docker / gpu tests where they cannot run (docker fails under CI=true)."""
+    """Add the tier markers; skip docker / gpu tests where they cannot run (docker fails under CI=true).
+
+    Also orders the modules longest first (``tests/scheduling.py``) for parallel runs.
+    """
+    from .scheduling import order_longest_first
+
+    order_longest_first(config, items)
     in_ci = os.environ.get("CI", "").lower() == "true"
     have_docker = shutil.which("docker") is not None and os.path.exists("/var/run/docker.sock")
     slow = _measured_slow()
@@ -233,7 +245,12 @@ def _guarded_popen_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the fast tier, make starting a sandbox, a container or an agent run fail loudly."""
+    """Time each module (for the next run's order); in the fast tier, make starting a sandbox, a
+    container or an agent run fail loudly."""
+    from .scheduling import ModuleTimer
+
+    if not hasattr(config, "workerinput"):  # the controller sees every process's reports
+        config.pluginmanager.register(ModuleTimer(config), "evobench-module-timer")
     if os.environ.get(TIER_ENV) != "fast":
         return
     from harness.runner import runner

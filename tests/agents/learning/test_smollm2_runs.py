@@ -84,7 +84,7 @@ def _train_rows(run_dir: Path) -> int:
 
 @pytest.mark.slow
 def test_kill_9_then_resume_ends_at_the_same_evaluation_count(tmp_path: Path) -> None:
-    n = 1 + 3 * SMALL["islands"]
+    n = 1 + 2 * SMALL["islands"]  # killed after the first of its two steps, the second after resume
     proc = subprocess.Popen(
         bench_run("pacevolve++", "eplb-tiny", n, SMALL), cwd=tmp_path, env=ENV,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
