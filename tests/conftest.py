@@ -114,14 +114,21 @@ def _measured_slow() -> set[str]:
     return {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
 
 
+def _scheduling() -> ModuleType:
+    """``tests/scheduling.py``, whether this conftest is the package's or a plain ``-p conftest``."""
+    try:
+        from . import scheduling
+    except ImportError:  # loaded as a top-level plugin module, with tests/ on sys.path
+        import scheduling  # type: ignore[no-redef]
+    return scheduling
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Add the tier markers; skip docker / gpu tests where they cannot run (docker fails under CI=true).
 
     Also orders the modules longest first (``tests/scheduling.py``) for parallel runs.
     """
-    from .scheduling import order_longest_first
-
-    order_longest_first(config, items)
+    _scheduling().order_longest_first(config, items)
     in_ci = os.environ.get("CI", "").lower() == "true"
     have_docker = shutil.which("docker") is not None and os.path.exists("/var/run/docker.sock")
     slow = _measured_slow()
@@ -247,10 +254,8 @@ def _guarded_popen_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw
 def pytest_configure(config: pytest.Config) -> None:
     """Time each module (for the next run's order); in the fast tier, make starting a sandbox, a
     container or an agent run fail loudly."""
-    from .scheduling import ModuleTimer
-
     if not hasattr(config, "workerinput"):  # the controller sees every process's reports
-        config.pluginmanager.register(ModuleTimer(config), "evobench-module-timer")
+        config.pluginmanager.register(_scheduling().ModuleTimer(config), "evobench-module-timer")
     if os.environ.get(TIER_ENV) != "fast":
         return
     from harness.runner import runner

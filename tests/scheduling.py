@@ -32,7 +32,8 @@ def checked_in() -> dict[str, float]:
 
 def module_seconds(config: pytest.Config) -> dict[str, float]:
     """The measured seconds per module: the cache's where it has them, else the checked-in file's."""
-    cached = config.cache.get(CACHE_KEY, {}) if config.cache is not None else {}
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    cached = cache.get(CACHE_KEY, {}) if cache is not None else {}
     return {**checked_in(), **(cached if isinstance(cached, dict) else {})}
 
 
@@ -58,12 +59,13 @@ class ModuleTimer:
 
     @pytest.hookimpl
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.config.cache is None or not self.seconds:
+        cache = getattr(self.config, "cache", None)
+        if cache is None or not self.seconds:
             return
-        old = self.config.cache.get(CACHE_KEY, {})
+        old = cache.get(CACHE_KEY, {})
         fresh = {k: round(v, 1) for k, v in self.seconds.items()}
         merged = {**(old if isinstance(old, dict) else {}), **fresh}
-        self.config.cache.set(CACHE_KEY, merged)
+        cache.set(CACHE_KEY, merged)
 
 
 def main() -> None:
