@@ -55,7 +55,7 @@ def load_gguf(gguf: Path, load: Loader) -> tuple[Any, Any]:
     if (d / "complete").is_file():
         try:
             return load(str(d), None)
-        except Exception as e:  # noqa: BLE001 - any unusable copy is converted again
+        except Exception as e:  # any unusable copy is converted again
             log.warning("model cache %s is unusable (%s); converting %s again", d, e, gguf.name)
     model, tok = load(str(gguf.parent), gguf.name)
     _store(d, model, tok)

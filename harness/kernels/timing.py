@@ -22,6 +22,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from harness.hardware.cpus import home_cpu
+
 PROBE_REF_S = 250e-6
 """CPU seconds the speed probe (:func:`speed_probe`) takes on the reference machine (the 2-core
 KVM machine the figures in docs/trust-model.md come from, quiet): OS figures are scaled to it."""
@@ -80,11 +82,11 @@ def _pin_thread(cpus: tuple[int, ...] | None) -> set[int] | None:
 
 
 def one_cpu() -> tuple[int, ...] | None:
-    """The last CPU this process may use, as a one-CPU set (None where affinity is unsupported)."""
-    try:
-        return (max(os.sched_getaffinity(0)),)
-    except (AttributeError, OSError, ValueError):
-        return None
+    """The CPU this process's OS-clocked sessions use, as a one-CPU set (None: no affinity).
+
+    :func:`harness.hardware.cpus.home_cpu`: the worker's own CPU, else the last one.
+    """
+    return home_cpu()
 
 
 def fastest_probe() -> float:

@@ -17,10 +17,11 @@ from harness.envs.manifest import Language
 from harness.envs.registry import Registry, Variant, default_registry
 from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome, InfraError
 from harness.evaluation.result import CaseRecord, EvalResult, PhaseDurations, Status, program_sha256
+from harness.hardware.cpus import set_worker_index
 from harness.scoring.api import Scorer
 from harness.scoring.device import bind_worker_slot
 
-from .isolation import UNPRIVILEGED_UID_BASE
+from .isolation import UIDS_PER_BACKEND, UNPRIVILEGED_UID_BASE
 from .lifetime import remove_own, start_parent_watchdog
 from .process import Zygote
 from .runtime import SandboxedCandidate
@@ -243,6 +244,7 @@ def init_worker(
         signal.signal(sig, signal.SIG_IGN)
     slot = slot_queue.get() if hasattr(slot_queue, "get") else os.getpid() % 1000
     _STATE = state = WorkerState(int(slot))
+    set_worker_index(int(slot) % UIDS_PER_BACKEND)  # its own CPU for CPU-clocked kernel sessions
     atexit.register(_cleanup, state)
     if parent is not None:
         start_parent_watchdog(lambda: _cleanup(state), parent=parent)
