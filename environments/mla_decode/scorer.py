@@ -52,6 +52,11 @@ class MLATask:
         config, x, kv = args
         return [("bfloat16", (*x.shape[:-1], int(config["dim"]))), ("bfloat16", tuple(kv["data"].shape))]
 
+    def reference(self, case: Case, args: Any) -> Any:
+        """The reference's ``(output, updated cache)`` for ``args``, whose cache it leaves as is."""
+        config, x, kv = args
+        return mla_decode(config, x, {**kv, "data": kv["data"].clone()})
+
     def check(self, case: Case, args: Any, out: Any) -> None:
         """Output and updated cache against the reference (raises ``CandidateInvalid``)."""
         from harness.evaluation.errors import CandidateInvalid

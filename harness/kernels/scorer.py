@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,10 @@ from .batch import BatchPlan
 from .checks import StopRule
 from .evaluate import Case, KernelTask, run_cases
 from .session import DriverParams, KernelSession
+from .timing import ProbeWork
+
+PROBE_SEED = 20_261_127
+"""Seed of the family probe's inputs (public: the probe is the scorer's own work)."""
 
 
 class KernelScorer(Scorer):
@@ -61,6 +66,31 @@ class KernelScorer(Scorer):
     def task(self) -> KernelTask:
         """Input generation and output check on ``self.device.device``."""
 
+    def probe_work(self) -> ProbeWork | None:
+        """The family's own speed probe: its reference on the first benchmark's inputs.
+
+        Used where the manifest gives ``probe_ref_us`` (the reference's CPU microseconds per call
+        on the reference machine, quiet) and the task has a ``reference(case, args)``; else None
+        (the float32 matmul probe). The inputs come from a fixed public seed: the probe is the
+        trusted side's own work, in its own process.
+
+        Raises:
+            InfraError: ``probe_ref_us`` is not a positive number.
+        """
+        ref_us = self.params.get("probe_ref_us")
+        reference = getattr(self.task(), "reference", None)
+        if ref_us is None or reference is None or not self.benchmarks:
+            return None
+        try:
+            ref_s = float(ref_us) * 1e-6
+        except (TypeError, ValueError):
+            ref_s = math.nan
+        if not ref_s > 0 or math.isinf(ref_s):
+            raise InfraError(f"[scorer] probe_ref_us must be a positive number, not {ref_us!r}")
+        case = self.benchmarks[0]
+        args = self.task().inputs(case, PROBE_SEED)
+        return ProbeWork(f"{self.variant.id}/{case.name}", lambda: reference(case, args), ref_s)
+
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
         """Run the ranked loop in a driver session (see ``harness.kernels.evaluate``)."""
         params = DriverParams(
@@ -73,6 +103,7 @@ class KernelScorer(Scorer):
             transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
             transport_slack=float(self.params.get("transport_slack", 0.1)),
             suspect_ratio=float(self.params.get("timing_suspect_ratio", 0.5)),
+            probe=self.probe_work() if self.device.device == "cpu" else None,
         )
         with KernelSession(candidate, params, prefix=self.variant.family) as session:
             report = run_cases(

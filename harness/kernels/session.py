@@ -38,8 +38,10 @@ from .calibrate import Echo, EchoCalibrator, Overhead
 from .checks import TensorOut
 from .timing import (
     PROBE_QUIET_NS,
+    PROBE_REF_S,
     CallTiming,
     CaseBound,
+    ProbeWork,
     fastest_probe,
     one_cpu,
     os_figure,
@@ -96,6 +98,9 @@ class DriverParams:
     speed_probe: bool = True
     """With the OS clock, scale it by a trusted speed probe timed beside every timed request
     (:func:`~harness.kernels.timing.speed_probe`): the machine's speed drifts ~2x on a shared VM."""
+    probe: ProbeWork | None = None
+    """The family's own probe workload (:class:`~harness.kernels.timing.ProbeWork`; None: the
+    float32 matmul probe, ``PROBE_REF_S``). Trusted side only: never in ``params.json``."""
     pin_os: bool = True
     """With the OS clock, pin the sandbox, the echo and the speed probe to one CPU
     (:func:`~harness.kernels.timing.one_cpu`): a VM's CPUs differ in speed from moment to moment."""
@@ -165,7 +170,7 @@ class KernelSession:
             echo_cpus, self._sandbox_cpus = split_cpus()
         if want_os and self.params.speed_probe:
             # Before the sandbox exists: the fastest probe can never be the candidate's.
-            speed_probe(cpus=self._probe_cpus)
+            speed_probe(cpus=self._probe_cpus, work=self.params.probe)
         # Started now so that its start-up overlaps the sandbox's; awaited at the first timed call.
         self._echo = EchoCalibrator(self.params.driver_json(), self.params.calibration_reps, cpus=echo_cpus)
         lst = self._listener = ex.listen_unix("s")
@@ -430,10 +435,10 @@ class KernelSession:
         if self._cpu is None or not self.params.speed_probe:
             return math.nan
         q0 = self._cpu.read_ns()
-        p = speed_probe(cpus=self._probe_cpus)
+        p = speed_probe(cpus=self._probe_cpus, work=self.params.probe)
         q1 = self._cpu.read_ns()
         if q0 is None or q1 is None or q1 - q0 > PROBE_QUIET_NS:
-            return fastest_probe()
+            return fastest_probe(self.params.probe)
         return p
 
     def _read_cpu(self) -> int | None:
@@ -461,7 +466,8 @@ class KernelSession:
         now = self._read_cpu()
         if now is None:
             return b
-        return os_figure(b, win, (now - start) / 1e9)
+        ref_s = self.params.probe.ref_s if self.params.probe is not None else PROBE_REF_S
+        return os_figure(b, win, (now - start) / 1e9, ref_s)
 
     def suspect(self) -> bool:
         """Whether the sandbox's figures look implausibly low against the case's trusted bound.

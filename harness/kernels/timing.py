@@ -19,8 +19,8 @@ import socket
 import statistics
 import struct
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from harness.hardware.cpus import home_cpu
 
@@ -30,10 +30,29 @@ KVM machine the figures in docs/trust-model.md come from, quiet): OS figures are
 PROBE_QUIET_NS = 50_000
 """A probe during which the sandbox's cgroup used more CPU than this was disturbed by the
 candidate: the process's fastest probe stands in for it (:meth:`KernelSession.call_many`)."""
-_fastest_probe: list[float] = []
+_fastest_probe: dict[str, float] = {}
 
 
-def speed_probe(chunks: int = 5, matmuls: int = 20, cpus: tuple[int, ...] | None = None) -> float:
+@dataclass(frozen=True)
+class ProbeWork:
+    """A family's own speed probe: its trusted reference on fixed inputs (CPU variants).
+
+    The machine's slow stretches do not slow every kind of work alike (measured on MLA-tiny: its
+    bf16 decode 1.6x slower, the float32 matmul probe 1.37x, in the same stretch), so a probe
+    doing the counted kind of work follows the counted work best.
+    """
+
+    key: str
+    """Names the workload (the fastest probe is kept per key)."""
+    work: Callable[[], object] = field(compare=False, repr=False)
+    """One call of the workload (a chunk of :func:`speed_probe`)."""
+    ref_s: float
+    """CPU seconds of one call on the reference machine, quiet (what the OS figure is scaled to)."""
+
+
+def speed_probe(
+    chunks: int = 5, matmuls: int = 20, cpus: tuple[int, ...] | None = None, work: ProbeWork | None = None
+) -> float:
     """This thread's CPU seconds for a fixed workload: the machine's speed right now.
 
     On a shared VM a process's CPU time for the same work moves ~2x over seconds (other guests,
@@ -41,7 +60,8 @@ def speed_probe(chunks: int = 5, matmuls: int = 20, cpus: tuple[int, ...] | None
     median of ``chunks`` chunks of ``matmuls`` 96x96 float32 matmuls on one intra-op thread (the
     first chunk warms the caches; a preempted chunk is dropped by the median). The fastest probe
     of this process is kept (:func:`fastest_probe`). ``cpus``: run on those CPUs only (this
-    thread's affinity is restored after).
+    thread's affinity is restored after). ``work``: each chunk is one call of that workload
+    instead (its own fastest probe is kept under its key).
     """
     import torch
 
@@ -55,8 +75,11 @@ def speed_probe(chunks: int = 5, matmuls: int = 20, cpus: tuple[int, ...] | None
         times = []
         for _ in range(chunks):
             t0 = time.thread_time_ns()
-            for _ in range(matmuls):
-                torch.mm(a, a, out=out)
+            if work is not None:
+                work.work()
+            else:
+                for _ in range(matmuls):
+                    torch.mm(a, a, out=out)
             times.append((time.thread_time_ns() - t0) / 1e9)
     finally:
         if threads != 1:
@@ -64,8 +87,9 @@ def speed_probe(chunks: int = 5, matmuls: int = 20, cpus: tuple[int, ...] | None
         if before is not None:
             os.sched_setaffinity(0, before)
     p = statistics.median(times)
-    if not _fastest_probe or p < _fastest_probe[0]:
-        _fastest_probe[:] = [p]
+    key = work.key if work is not None else "matmul"
+    if key not in _fastest_probe or p < _fastest_probe[key]:
+        _fastest_probe[key] = p
     return p
 
 
@@ -89,9 +113,10 @@ def one_cpu() -> tuple[int, ...] | None:
     return home_cpu()
 
 
-def fastest_probe() -> float:
-    """The fastest :func:`speed_probe` of this process (one is made if none was)."""
-    return _fastest_probe[0] if _fastest_probe else speed_probe()
+def fastest_probe(work: ProbeWork | None = None) -> float:
+    """The fastest :func:`speed_probe` of this process for ``work`` (one is made if none was)."""
+    key = work.key if work is not None else "matmul"
+    return _fastest_probe[key] if key in _fastest_probe else speed_probe(work=work)
 
 
 @dataclass(frozen=True)
@@ -227,17 +252,20 @@ def split_cpus() -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     return (mine[-1],), tuple(mine[:-1])
 
 
-def os_figure(b: CaseBound, win: Sequence[CallTiming], window: float) -> CaseBound:
+def os_figure(
+    b: CaseBound, win: Sequence[CallTiming], window: float, ref_s: float = PROBE_REF_S
+) -> CaseBound:
     """``b`` with the OS figure of a case's window, or ``b`` unchanged where an echo is unmeasured.
 
     Args:
         b: The case's round-trip bound.
         win: The window's timed requests (the case's largest size, after the first of that size).
         window: CPU seconds the sandbox's cgroup used over the window.
+        ref_s: The probe's CPU seconds on the reference machine (:class:`ProbeWork`).
 
     ``os_cpu_raw`` is ``window`` less the CPU the trusted echo spent on the same requests (the
     driver's transport work), per kernel call; ``os_cpu`` scales it to the reference speed by the
-    median trusted probe of those requests.
+    trusted probes of those requests (``ref_s``: the probe's time on the reference machine).
     """
     if not win or not all(math.isfinite(c.echo_cpu) for c in win):
         return b
@@ -252,11 +280,11 @@ def os_figure(b: CaseBound, win: Sequence[CallTiming], window: float) -> CaseBou
     # Each probe was made right after its request; noise only slows a probe, and one the sandbox
     # disturbed counts the process's fastest. Without probes (disabled) the raw figure counts.
     probes = [c.probe for c in win if math.isfinite(c.probe)]
-    probe = statistics.median(probes) if probes and len(probes) == len(win) else PROBE_REF_S
-    scaled = raw * PROBE_REF_S / probe
+    probe = statistics.median(probes) if probes and len(probes) == len(win) else ref_s
+    scaled = raw * ref_s / probe
     if probes and len(probes) == len(win) and all(math.isfinite(c.cpu_used) for c in win):
-        scaled = _per_request_scaled(win, max(0.0, window - echo), probe) / calls
-        probe = raw * PROBE_REF_S / scaled if scaled > 0 else probe
+        scaled = _per_request_scaled(win, max(0.0, window - echo), probe) * ref_s / calls
+        probe = raw * ref_s / scaled if scaled > 0 else probe
     return replace(
         b,
         os_cpu=scaled,
@@ -269,7 +297,9 @@ def os_figure(b: CaseBound, win: Sequence[CallTiming], window: float) -> CaseBou
 
 
 def _per_request_scaled(win: Sequence[CallTiming], net: float, median_probe: float) -> float:
-    """``net`` CPU seconds at the reference speed, each request's share at its own probe's speed.
+    """``net`` CPU seconds in probe units, each request's share at its own probe's speed.
+
+    Times the probe's reference time, seconds at the reference speed.
 
     The machine's speed moves within a case (stretches of seconds on a shared VM): a request's
     net CPU (its counter less the median echo of its size) is scaled by the probe made right
@@ -284,5 +314,4 @@ def _per_request_scaled(win: Sequence[CallTiming], net: float, median_probe: flo
     if inside > net:  # the per-request counters can only have seen part of the window's CPU
         nets = [x * net / inside for x in nets]
         inside = net
-    at_ref = math.fsum(x / c.probe for x, c in zip(nets, win, strict=True)) + (net - inside) / median_probe
-    return at_ref * PROBE_REF_S
+    return math.fsum(x / c.probe for x, c in zip(nets, win, strict=True)) + (net - inside) / median_probe
