@@ -33,11 +33,12 @@ FAST = {
     "policy_max_new_tokens": 16,
     "max_prompt_tokens": 128,
     "constrained_decoding": False,
-    "batch_policy_calls": False,
 }
-"""Shorter prompts and answers; free decoding, one call at a time (the bandit's arms are the answer's
-first characters, and on the byte-level ``tiny-random`` a 16-token answer cannot finish a format).
-Every learning setting (lr, LoRA targets, estimator, clipping) stays at the preset's default."""
+"""Shorter prompts and answers; free decoding (the bandit's arms are the answer's first characters,
+and on the byte-level ``tiny-random`` a 16-token answer cannot finish a format). The islands' policy
+calls are batched (the default): seed 0 of pacevolve++ learns exactly as it did one call at a time
+(mean step reward 1.473 -> 2.202 both ways) in 29 s instead of 42 s. Every learning setting (lr,
+LoRA targets, estimator, clipping) stays at the preset's default."""
 
 
 @dataclass

@@ -35,6 +35,7 @@ from harness.budget import BudgetExhausted
 from .cache import CachedResponse, ResponseCache, request_key
 from .errors import LLMCallFailed, LLMConfigError
 from .ledger import KIND_LLM, KIND_OFFLINE, Ledger, LLMCallRow, utc_now
+from .offline.provider import offline_completion
 from .redact import is_secret_name, redact
 from .settings import LLMResponse, LLMSettings, Message
 from .transport import is_offline, is_transient, litellm_module
@@ -107,12 +108,11 @@ class LLMClient:
         Raises:
             LLMConfigError: Naming the model and the environment variables it needs (never values).
         """
-        if "mock_response" in self.settings.params:
+        models = sorted(m for m in set(self.models.values()) if not is_offline(m))
+        if "mock_response" in self.settings.params or not models:
             return
         litellm = litellm_module()
-        for model in sorted(set(self.models.values())):
-            if is_offline(model):
-                continue
+        for model in models:
             try:
                 found = litellm.validate_environment(model=model)
             except Exception:  # an unknown provider: let the first call report it
@@ -210,22 +210,28 @@ class LLMClient:
                     hit.text, role, model, hit.response_model, hit.tokens_in, hit.tokens_out, 0.0,
                     time.monotonic() - t_start, True, hit.offline, 1,
                 )  # fmt: skip
-        litellm = litellm_module()
+        # The offline proposer is answered here, without importing litellm (~7 s per process),
+        # unless a mock response is asked for (litellm answers those).
+        direct = kind == KIND_OFFLINE and "mock_response" not in params
+        litellm = None if direct else litellm_module()
         attempt = 0
         while True:
             self._check_cap()
             started, t0 = utc_now(), time.monotonic()
             failure: tuple[str, str, bool] | None = None
             try:
-                resp = litellm.completion(
-                    model=model,
-                    messages=messages,
-                    seed=seed,
-                    timeout=self.settings.timeout_s,
-                    num_retries=0,
-                    drop_params=True,
-                    **params,
-                )
+                if litellm is None:
+                    resp: Any = offline_completion(model, messages, seed, params.get("temperature"))
+                else:
+                    resp = litellm.completion(
+                        model=model,
+                        messages=messages,
+                        seed=seed,
+                        timeout=self.settings.timeout_s,
+                        num_retries=0,
+                        drop_params=True,
+                        **params,
+                    )
             except Exception as exc:  # classified, masked and recorded below
                 failure = (type(exc).__name__, redact(str(exc))[:_MAX_ERROR_CHARS], is_transient(exc))
             latency = time.monotonic() - t0

@@ -1,4 +1,7 @@
-"""The offline proposer as a litellm custom provider: model strings ``offline/<name>``. NOT an LLM.
+"""The offline proposer: model strings ``offline/<name>``. NOT an LLM.
+
+``LLMClient`` answers these directly (:func:`offline_completion`, no litellm import: ~7 s per
+process); litellm also knows them as a custom provider, for callers that go through litellm.
 
 ``offline/<name>`` routes a chat request to the responder registered under ``<name>`` with
 :func:`register_offline_proposer`. The responder reads the prompt through the convention of
@@ -91,6 +94,73 @@ def answer(name: str, messages: list[Any], seed: Any = None, temperature: float 
     return responder(prompt, request_rng(name, seed, messages))
 
 
+def token_estimates(messages: list[Any], text: str) -> tuple[int, int]:
+    """Estimated ``(prompt, completion)`` tokens of an offline answer: characters / 4, at least 1."""
+    prompt_chars = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict))
+    return max(1, prompt_chars // 4), max(1, len(text) // 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class OfflineMessage:
+    """The answer's message (the ``choices[0].message`` of a chat response)."""
+
+    content: str
+    """The response text."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OfflineChoice:
+    """One choice of an offline response."""
+
+    message: OfflineMessage
+    """Its message."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OfflineUsage:
+    """Token estimates of an offline response (:func:`token_estimates`)."""
+
+    prompt_tokens: int
+    """Estimated prompt tokens."""
+    completion_tokens: int
+    """Estimated completion tokens."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OfflineResponse:
+    """An offline answer shaped like the parts of a litellm chat response that ``LLMClient`` reads."""
+
+    choices: list[OfflineChoice]
+    """One choice."""
+    usage: OfflineUsage
+    """Token estimates."""
+    model: str
+    """``offline/<name>``."""
+    _hidden_params: dict[str, Any]
+    """``not_an_llm = True`` and the proposer's name, as the litellm provider sets them."""
+    system_fingerprint: str = FINGERPRINT
+    """``offline-proposer-not-an-llm``."""
+
+
+def offline_completion(
+    model: str, messages: list[Any], seed: Any = None, temperature: float | None = None
+) -> OfflineResponse:
+    """Answer ``offline/<name>`` directly, exactly as the litellm provider would.
+
+    Raises:
+        KeyError: If no proposer of that name is registered.
+    """
+    name = model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model
+    text = answer(name, messages, seed, temperature)
+    tokens_in, tokens_out = token_estimates(messages, text)
+    return OfflineResponse(
+        choices=[OfflineChoice(OfflineMessage(text))],
+        usage=OfflineUsage(tokens_in, tokens_out),
+        model=f"{PROVIDER}/{name}",
+        _hidden_params={"not_an_llm": True, "offline_proposer": name},
+    )
+
+
 def _float_or_none(value: Any) -> float | None:
     try:
         return None if value is None else float(value)
@@ -124,8 +194,7 @@ def _handler_class(litellm: Any) -> type:
             response.choices[0].message.content = text
             response.model = f"{PROVIDER}/{name}"
             response.system_fingerprint = FINGERPRINT
-            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict))
-            tokens_in, tokens_out = max(1, prompt_chars // 4), max(1, len(text) // 4)
+            tokens_in, tokens_out = token_estimates(messages, text)
             response.usage = Usage(
                 prompt_tokens=tokens_in, completion_tokens=tokens_out, total_tokens=tokens_in + tokens_out
             )

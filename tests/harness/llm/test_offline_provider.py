@@ -106,3 +106,37 @@ def test_the_request_temperature_reaches_the_proposer_without_changing_its_gener
     t_cold, r_cold = cold.choices[0].message.content.split()
     assert (float(t_hot), float(t_cold)) == (0.7, 0.0) and r_hot == r_cold
     assert answer("temp", msgs, 1).split()[0] == "None"  # not given: None
+
+
+def test_the_client_answers_offline_without_litellm_exactly_as_litellm_does() -> None:
+    """``LLMClient`` answers ``offline/<name>`` directly (no ~7 s litellm import in a process that
+    needs no LLM); the answer, labels and token estimates equal litellm's provider route."""
+    import subprocess
+    import sys
+
+    register_offline_proposer("echo-direct", echo)
+    msgs: list[Any] = [{"role": "user", "content": user()}]
+    via = litellm_module().completion(model="offline/echo-direct", messages=msgs, seed=5, temperature=0.3)
+    client = LLMClient({"implementer": "offline/echo-direct"})
+    client.check_environment()  # no key to check: nothing imported
+    r = client.complete("implementer", msgs, seed=5, temperature=0.3)
+    assert r.text == via.choices[0].message.content and r.offline and r.cost_usd == 0.0
+    assert (r.tokens_in, r.tokens_out) == (via.usage.prompt_tokens, via.usage.completion_tokens)
+    assert r.response_model == via.model == "offline/echo-direct"
+    assert client.ledger.rows()[-1].kind == KIND_OFFLINE
+    # In a fresh process: a whole offline request leaves litellm unimported.
+    code = (
+        "import sys, random\n"
+        "from harness.llm import LLMClient\n"
+        "from harness.llm.offline import register_offline_proposer\n"
+        "register_offline_proposer('x', lambda p, rng: 'hi ' + str(rng.random()))\n"
+        "c = LLMClient({'implementer': 'offline/x'}); c.check_environment()\n"
+        "r = c.complete('implementer', [{'role': 'user', 'content': 'q'}], seed=1)\n"
+        "assert r.text.startswith('hi ')\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
+    with pytest.raises(LLMCallFailed, match="no offline proposer named 'nobody'"):
+        LLMClient({"implementer": "offline/nobody"}).complete("implementer", msgs, seed=1)
