@@ -78,7 +78,8 @@ class KernelScorer(Scorer):
             InfraError: ``probe_ref_us`` is not a positive number.
         """
         ref_us = self.params.get("probe_ref_us")
-        reference = getattr(self.task(), "reference", None)
+        task = self.task()
+        reference = getattr(task, "reference", None)
         if ref_us is None or reference is None or not self.benchmarks:
             return None
         try:
@@ -88,7 +89,7 @@ class KernelScorer(Scorer):
         if not ref_s > 0 or math.isinf(ref_s):
             raise InfraError(f"[scorer] probe_ref_us must be a positive number, not {ref_us!r}")
         case = self.benchmarks[0]
-        args = self.task().inputs(case, PROBE_SEED)
+        args = task.inputs(case, PROBE_SEED)
         return ProbeWork(f"{self.variant.id}/{case.name}", lambda: reference(case, args), ref_s)
 
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:
