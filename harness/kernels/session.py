@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from harness.evaluation.errors import CandidateError, CandidateInvalid, CandidateTimeout
+from harness.hardware.cpus import hold_home_cpu, let_go_home_cpu
 from harness.inside import kernel_wire as wire
 from harness.inside.kernel_driver import RULE_EXIT
 from harness.sandbox.launch import module_argv
@@ -43,7 +44,6 @@ from .timing import (
     CaseBound,
     ProbeWork,
     fastest_probe,
-    one_cpu,
     os_figure,
     peer_pid,
     speed_probe,
@@ -102,8 +102,9 @@ class DriverParams:
     """The family's own probe workload (:class:`~harness.kernels.timing.ProbeWork`; None: the
     float32 matmul probe, ``PROBE_REF_S``). Trusted side only: never in ``params.json``."""
     pin_os: bool = True
-    """With the OS clock, pin the sandbox, the echo and the speed probe to one CPU
-    (:func:`~harness.kernels.timing.one_cpu`): a VM's CPUs differ in speed from moment to moment."""
+    """With the OS clock, pin the sandbox, the echo and the speed probe to one CPU, leased while
+    the session is open (:func:`~harness.hardware.cpus.hold_home_cpu`): a VM's CPUs differ in
+    speed from moment to moment."""
     pin_echo: bool = True
     """Where the round-trip bound counts, run the echo on a CPU the sandbox cannot use."""
 
@@ -140,6 +141,7 @@ class KernelSession:
     _pid: int | None = field(default=None, init=False)
     _sandbox_cpus: tuple[int, ...] | None = field(default=None, init=False)
     _probe_cpus: tuple[int, ...] | None = field(default=None, init=False)
+    _holds_cpu: bool = field(default=False, init=False)
 
     @property
     def os_clock(self) -> bool:
@@ -153,6 +155,13 @@ class KernelSession:
             CandidateError: The driver or the candidate failed to load.
             CandidateTimeout: Loading ran past the evaluation's budget.
         """
+        try:
+            return self._start()
+        except BaseException:
+            self.close()  # the echo, the listener and the CPU lease go with a failed start
+            raise
+
+    def _start(self) -> KernelSession:
         c = self.candidate
         ex = self._ex = ExchangeDir(Path(c.workdir), self.prefix)
         ex.write_new("candidate.py", c.source.encode("utf-8"))
@@ -165,7 +174,8 @@ class KernelSession:
             if self.params.pin_os:
                 # The OS clock's three parts on one CPU: the sandbox's tree, the echo whose CPU is
                 # subtracted, and the probe that scales it all see that CPU's speed.
-                echo_cpus = self._sandbox_cpus = self._probe_cpus = one_cpu()
+                self._holds_cpu = True
+                echo_cpus = self._sandbox_cpus = self._probe_cpus = hold_home_cpu()
         elif self.params.pin_echo:
             echo_cpus, self._sandbox_cpus = split_cpus()
         if want_os and self.params.speed_probe:
@@ -562,6 +572,9 @@ class KernelSession:
         if self._ex is not None:
             self._ex.close()
             self._ex = None
+        if self._holds_cpu:
+            self._holds_cpu = False
+            let_go_home_cpu()
 
 
 def _to_numpy(arr: np.ndarray, dtype: str) -> TensorOut:

@@ -245,3 +245,23 @@ def custom_kernel(data):
     want[:, 100] = 1.0
     assert out.dtype == cache.dtype == "bfloat16" and out.array.shape == (2, 1, cfg.dim)
     np.testing.assert_array_equal(cache.array, want)
+
+
+def test_a_session_holds_its_cpu_while_open_and_gives_it_back_after_a_failed_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.hardware import cpus
+    from harness.sandbox.limits.cpu import group_cpu_possible
+
+    if not group_cpu_possible():
+        pytest.skip("no cgroup CPU counter here: the OS clock (and its pinning) is off")
+    monkeypatch.setattr(cpus, "LOCK_DIR", tmp_path / "leases")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with _session(tmp_path / "a", HONEST):
+        assert cpus._lease.get("users") == 1 and "fd" in cpus._lease
+    assert not cpus._lease
+    failing = _session(tmp_path / "b", "1 / 0\n")
+    with pytest.raises(CandidateError, match="loading the program failed"), failing:
+        pass
+    assert not cpus._lease  # a failed start closes what it started, the lease with it
