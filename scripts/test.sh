@@ -35,6 +35,8 @@ if [ "${CI:-}" = "true" ]; then
 fi
 user_pid=""
 user_log=""
+mypy_pid=""
+trap 'for p in "$user_pid" "$mypy_pid"; do [ -z "$p" ] || kill -- "-$p" 2>/dev/null || true; done' EXIT
 if [ "${CI:-}" = "true" ] || [ "${EVOBENCH_USER_INSTALL:-}" = "1" ]; then
   # The install users really have (plain `pip install -e .`: the index's CUDA torch). Mostly a
   # download: it runs beside the lint and the suite, its log is printed and its status checked at
@@ -53,9 +55,11 @@ user_install_done() {
   user_pid=""
   return "$rc"
 }
-trap '[ -z "$user_pid" ] || kill -- "-$user_pid" 2>/dev/null || true' EXIT
 .venv/bin/ruff check .
-.venv/bin/mypy
+# The type check (~90 s without a cache) runs beside the suite, its verdict checked at the end.
+mypy_log="$(mktemp)"
+setsid .venv/bin/mypy >"$mypy_log" 2>&1 &
+mypy_pid=$!
 # Test processes (pytest-xdist): EVOBENCH_TEST_WORKERS=N, default one per CPU (at most 4; 0 or 1:
 # none). Each module runs whole in one process (its module-scoped backends and timing batches
 # stay together), the longest modules first (tests/scheduling.py); each process has its own
@@ -70,10 +74,20 @@ set +e
 .venv/bin/python -m pytest --durations=30 "${parallel[@]}" "$@"
 rc=$?
 set -e
+mypy_rc=0
+wait "$mypy_pid" || mypy_rc=$?
+mypy_pid=""
+echo "---- mypy (exit $mypy_rc) ----"
+cat "$mypy_log"
+rm -f "$mypy_log"
 user_rc=0
 user_install_done || user_rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "test: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+if [ "$mypy_rc" -ne 0 ]; then
+  echo "test: mypy failed (exit $mypy_rc)" >&2
   exit 1
 fi
 if [ "$user_rc" -ne 0 ]; then

@@ -8,6 +8,8 @@ header comment states what must happen to it::
     # reason: a substring the result's reason must contain (optional)
     # base: initial-program   (optional: the variant's initial program is placed before this
     #                          file, so a hack only overrides what it attacks)
+    # idle: yes               (optional: it waits out its budget without using CPU; the module
+    #                          starts it first, so that its wait overlaps the other hacks)
 
 ``no-gain`` means the evaluation is ``ok`` but scores no better than the variant's honest initial
 program (within ``# tolerance:``, default 1e-9 relative); a status other than ``ok`` also fails it,
@@ -32,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +59,7 @@ class Hack:
     reason: str
     tolerance: float
     base: str
+    idle: bool = False
 
     def source(self, v: Variant) -> str:
         text = self.path.read_text(encoding="utf-8")
@@ -92,7 +96,9 @@ def _parse(f: Path, variant_ids: list[str]) -> list[Hack]:
     out = []
     for vid in variant_ids:
         tol = float(_header(text, f"tolerance@{vid}") or _header(text, "tolerance") or 1e-9)
-        out.append(Hack(vid, f, " | ".join(expects), _header(text, "reason"), tol, base))
+        idle = _header(text, "idle")
+        assert idle in ("", "yes"), f"{f}: '# idle:' may only be yes"
+        out.append(Hack(vid, f, " | ".join(expects), _header(text, "reason"), tol, base, idle == "yes"))
     return out
 
 
@@ -131,9 +137,18 @@ def discover(root: Path = HACKS, known: set[str] | None = None) -> list[Hack]:
 ALL = discover()
 
 
+_started: dict[str, Future[EvalResult]] = {}
+"""Idle hacks' evaluations, started with the backend (each holds one of its two workers)."""
+
+
 @pytest.fixture(scope="module")
-def backend() -> Iterator[LocalBackend]:
+def backend(request: pytest.FixtureRequest) -> Iterator[LocalBackend]:
+    selected = {getattr(i, "callspec", None) and i.callspec.params.get("hack") for i in request.session.items}
     with LocalBackend(workers=2, mode="warm") as b:
+        for h in ALL:
+            if h.idle and h in selected:  # waits on one worker while the corpus runs on the other
+                v = default_registry().get(h.variant_id)
+                _started[h.id] = b.submit(v, h.source(v))
         yield b
 
 
@@ -160,6 +175,22 @@ def _corpus(root: Path, files: dict[str, str]) -> Path:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     return root
+
+
+def test_an_idle_hack_is_declared_so() -> None:
+    """The corpus's idle waits are started early (``# idle: yes``); any other value is an error."""
+    assert [h.id for h in ALL if h.idle] == ["kuairec-tiny/sleep_out_budget"]
+    with pytest.raises(AssertionError, match="may only be yes"):
+        _parse_text("# hack: h\n# expect: timeout\n# idle: maybe\n")
+
+
+def _parse_text(text: str) -> list[Hack]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "h.py"
+        f.write_text(text, encoding="utf-8")
+        return _parse(f, ["a"])
 
 
 def test_a_shared_hack_runs_once_per_declared_variant(tmp_path: Path) -> None:
@@ -205,7 +236,9 @@ def test_the_shared_corpus_declares_real_variants() -> None:
 @pytest.mark.parametrize("hack", ALL, ids=[h.id for h in ALL])
 def test_hack_fails_or_gains_nothing(backend: LocalBackend, hack: Hack) -> None:
     v = default_registry().get(hack.variant_id)
-    assert_verdict(hack, v, backend.evaluate(v, hack.source(v)), lambda: honest(backend, v))
+    started = _started.pop(hack.id, None)
+    res = started.result() if started is not None else backend.evaluate(v, hack.source(v))
+    assert_verdict(hack, v, res, lambda: honest(backend, v))
 
 
 def assert_verdict(hack: Hack, v: Variant, res: EvalResult, ref_of: Callable[[], EvalResult]) -> None:

@@ -1,5 +1,6 @@
 # hack: sleeps through the budget hoping the harness scores what it has
 # expect: timeout
+# idle: yes
 import time
 
 from torch import nn
