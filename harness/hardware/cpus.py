@@ -11,10 +11,11 @@ process holds; when every CPU is held it shares the preferred one, as without le
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 from pathlib import Path
+
+from .leases import lease_dir, try_lease
 
 LOCK_DIR = Path("/tmp/evobench-cpu-leases")
 """Where the per-CPU lock files live: one fixed place for every process on the machine."""
@@ -29,20 +30,6 @@ def set_worker_index(index: int) -> None:
     _worker_index[:] = [index]
 
 
-def _try_lease(cpu: int, lock_dir: Path) -> int | None:
-    """An fd holding ``cpu``'s lock, or None where another process holds it or no lock can be made."""
-    try:
-        fd = os.open(lock_dir / f"cpu{cpu}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
 def _choose() -> tuple[int, int | None] | None:
     """(CPU, fd of its lease or None where shared) from the preferred CPU on; None: no affinity."""
     try:
@@ -52,13 +39,11 @@ def _choose() -> tuple[int, int | None] | None:
     if not mine:
         return None
     start = (_worker_index[0] if _worker_index else len(mine) - 1) % len(mine)
-    try:
-        LOCK_DIR.mkdir(mode=0o1777, exist_ok=True)
-    except OSError:
+    if not lease_dir(LOCK_DIR):
         return mine[start], None  # no lock can be taken (a read-only /tmp): the preferred CPU, shared
     for k in range(len(mine)):
         cpu = mine[(start + k) % len(mine)]
-        fd = _try_lease(cpu, LOCK_DIR)
+        fd = try_lease(LOCK_DIR / f"cpu{cpu}.lock")
         if fd is not None:
             return cpu, fd
     return mine[start], None  # every CPU is leased by another process: share the preferred one

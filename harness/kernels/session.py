@@ -174,8 +174,8 @@ class KernelSession:
             if self.params.pin_os:
                 # The OS clock's three parts on one CPU: the sandbox's tree, the echo whose CPU is
                 # subtracted, and the probe that scales it all see that CPU's speed.
-                self._holds_cpu = True
                 echo_cpus = self._sandbox_cpus = self._probe_cpus = hold_home_cpu()
+                self._holds_cpu = echo_cpus is not None  # None: no affinity here, nothing held
         elif self.params.pin_echo:
             echo_cpus, self._sandbox_cpus = split_cpus()
         if want_os and self.params.speed_probe:

@@ -9,9 +9,10 @@ holding process dies, whatever killed it.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
+
+from harness.hardware.leases import lease_dir, try_lease
 
 from .isolation import UIDS_PER_BACKEND
 
@@ -44,22 +45,13 @@ class UidBlock:
         Raises:
             RuntimeError: Every block is held by a live process.
         """
-        try:
-            lock_dir.mkdir(mode=0o1777, exist_ok=True)
-        except OSError:
+        if not lease_dir(lock_dir):
             return cls(hint % UID_BLOCKS, None)
         for k in range(UID_BLOCKS):
             index = (hint + k) % UID_BLOCKS
-            try:
-                fd = os.open(lock_dir / f"{index}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            return cls(index, fd)
+            fd = try_lease(lock_dir / f"{index}.lock")
+            if fd is not None:
+                return cls(index, fd)
         raise RuntimeError(f"all {UID_BLOCKS} sandbox uid blocks are in use by live backends")
 
     def release(self) -> None:

@@ -203,8 +203,37 @@ def test_the_os_clock_puts_sandbox_echo_and_probe_on_one_cpu(tmp_path: Path) -> 
         rt = Recording(tmp_path, src)
         with KernelSession(rt, params) as s:  # type: ignore[arg-type]
             assert s._echo is not None
-            assert os.sched_getaffinity(s._echo.proc.pid) == {mine[-1]}
+            echo = os.sched_getaffinity(s._echo.proc.pid)
             s.call_many([[x]] * 2, "call", [[("float32", (4, 4))]] * 2)
             assert s.os_clock
-    assert tuple(rt.seen["cpus"]) == (mine[-1],)
-    assert probed and all(c == (mine[-1],) for c in probed)
+    # One CPU of this process's, the one leased (another test process may hold the last one).
+    assert len(echo) == 1 and echo <= set(mine), echo
+    assert set(rt.seen["cpus"]) == echo
+    assert probed and all(set(c) == echo for c in probed)
+
+
+class _Counter:
+    """The sandbox's CPU counter as the probe reads it: ``step`` ns more at every read."""
+
+    def __init__(self, step: int) -> None:
+        self.ns, self.step = 0, step
+
+    def read_ns(self) -> int:
+        self.ns += self.step
+        return self.ns
+
+
+@pytest.mark.parametrize(("step", "stands_in"), [(10**6, True), (0, False)], ids=["busy", "quiet"])
+def test_a_probe_beside_a_busy_tree_is_replaced_by_the_fastest(
+    monkeypatch: pytest.MonkeyPatch, step: int, stands_in: bool
+) -> None:
+    """The rule itself, scheduling aside: where the tree used more than ``PROBE_QUIET_NS`` during
+    the probe, exactly the process's fastest probe counts (here a sentinel no real probe reaches),
+    else the probe just measured."""
+    from harness.kernels import timing
+
+    monkeypatch.setitem(timing._fastest_probe, "matmul", 1e-9)
+    s = KernelSession(None, DriverParams(entry="custom_kernel", device="cpu"))  # type: ignore[arg-type]
+    s._cpu = _Counter(step)  # type: ignore[assignment]
+    got = s._probe()
+    assert (got == 1e-9) is stands_in, got
