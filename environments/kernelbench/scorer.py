@@ -177,7 +177,16 @@ class KernelBenchScorer(Scorer):
             ref_mean, kern_mean = self._time_both(ref_t, kern_t)
             n_ref, n_timed, os_clock = ref_t.calls, kern_t.calls, rs.os_clock and s.os_clock
         ref_us, kern_us = ref_mean * 1e6, kern_mean * 1e6
-        speedup = ref_us / max(kern_us, float(self.params.get("floor_us", 1.0)))
+        floor_us = float(self.params.get("floor_us", 1.0))
+        scaled = ref_us / max(kern_us, floor_us)
+        speedup = scaled
+        raws = [t.bound.os_cpu_raw if t.bound else None for t in (ref_t, kern_t)]
+        if os_clock and raws[0] is not None and raws[1] is not None:
+            # Two sessions interleaved on one CPU see the same machine speed, so their ratio needs
+            # no speed scaling; scaling each by its own requests' probes only adds the probes'
+            # noise (CV 4.6-6.3 % against 6.6-8.5 % beside two busy processes, benchmarks/
+            # bench_kernel_load.py). ref_us and kernel_us stay at the reference speed.
+            speedup = raws[0] / max(raws[1], floor_us * 1e-6)
         metrics = {
             "speedup": speedup,
             "fast_1": float(speedup > 1.0),
@@ -187,9 +196,10 @@ class KernelBenchScorer(Scorer):
             # 1: both means are OS-measured CPU times of their sandboxes' cgroups (CPU variants).
             "timing_os_cpu": float(os_clock),
         }
-        raws = [t.bound.os_cpu_raw if t.bound else None for t in (ref_t, kern_t)]
-        if raws[0] is not None and raws[1] is not None:  # the same, before the speed probes' scaling
-            metrics["speedup_raw"] = raws[0] / max(raws[1], float(self.params.get("floor_us", 1.0)) * 1e-6)
+        if speedup != scaled and raws[0] is not None and raws[1] is not None:
+            # What the speedup is the ratio of (this machine's CPU per call), and for comparison
+            # the ratio of the probe-scaled figures.
+            metrics.update(ref_raw_us=raws[0] * 1e6, kernel_raw_us=raws[1] * 1e6, speedup_scaled=scaled)
         metrics.update(self.device.metrics())
         clock = (
             "the OS (CPU time of its sandbox's cgroup, interleaved with the other's calls)"

@@ -61,8 +61,18 @@ class BatchPlan:
         return max(1, min(self.max_reps, math.ceil(self.target_s / max(round_trip, 1e-6))))
 
     def next(self, reps: int, round_trip: float) -> int:
-        """``reps`` after a timed request of ``reps`` calls took ``round_trip`` seconds."""
-        return min(self.max_reps, reps * 2) if not self.settled(reps, round_trip) else reps
+        """``reps`` after a timed request of ``reps`` calls took ``round_trip`` seconds.
+
+        A request under half the target grows to the size that would reach the target at its
+        measured time per call, at least doubling. Growing straight to it (not by doublings) keeps
+        a case from ending on a size first reached near its end: only the largest size's requests
+        count, and a late doubling left as few as four of them under load (speedup CV 14 % against
+        8 % with most of a case's requests at one size).
+        """
+        if self.settled(reps, round_trip):
+            return reps
+        to_target = math.ceil(reps * self.target_s / max(round_trip, 1e-9))
+        return min(self.max_reps, max(reps * 2, to_target))
 
     def settled(self, reps: int, round_trip: float) -> bool:
         """Whether a request of ``reps`` calls taking ``round_trip`` is long enough (or maximal)."""
