@@ -28,22 +28,23 @@ if [ "$fast" = 1 ]; then
   EVOBENCH_TEST_TIER=fast pytest_rc .venv/bin/python -m pytest -q --durations=10 \
     -m "not sandbox and not run and not docker and not slow and not gpu and not modal" "$@"
 fi
-bash scripts/setup.sh
-if [ "${CI:-}" = "true" ]; then
-  # Docker tests really run in CI: a missing daemon or image is a failure there, not a skip.
-  bash scripts/docker-setup.sh
-fi
 user_pid=""
 user_log=""
 mypy_pid=""
 trap 'for p in "$user_pid" "$mypy_pid"; do [ -z "$p" ] || kill -- "-$p" 2>/dev/null || true; done' EXIT
 if [ "${CI:-}" = "true" ] || [ "${EVOBENCH_USER_INSTALL:-}" = "1" ]; then
   # The install users really have (plain `pip install -e .`: the index's CUDA torch). Mostly a
-  # download: it runs beside the lint and the suite, its log is printed and its status checked at
-  # the end (the suite's summary stays the last thing printed).
+  # download: it starts now, beside setup.sh (which leaves one CPU idle: pip is one process), and
+  # goes on beside the lint and the suite; its log is printed and its status checked at the end
+  # (the suite's summary stays the last thing printed).
   user_log="$(mktemp)"
   setsid bash scripts/user-install.sh >"$user_log" 2>&1 &
   user_pid=$!
+fi
+bash scripts/setup.sh
+if [ "${CI:-}" = "true" ]; then
+  # Docker tests really run in CI: a missing daemon or image is a failure there, not a skip.
+  bash scripts/docker-setup.sh
 fi
 user_install_done() {
   [ -n "$user_pid" ] || return 0

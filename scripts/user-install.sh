@@ -12,8 +12,14 @@ log() { echo "user-install: $*"; }
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 VENV="$(cd "$VENV" && pwd)"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-log "pip install -e . (the index's default torch)"
-"$VENV/bin/python" -m pip install -q -e .
+# torch first, as the project requires it (what `pip install -e .` resolves it to: the index's
+# newest allowed build; nothing else here bounds it): the multi-GB download needs no lock, and
+# runs beside scripts/setup.sh in CI. The project install then finds it and takes the rest.
+req="$(python3 -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if r.startswith("torch")))')"
+log "pip install '$req' (the index's default build), then pip install -e ."
+"$VENV/bin/python" -m pip install -q "$req"
+# One editable install of this tree at a time (both write its evobench.egg-info).
+flock .install.lock "$VENV/bin/python" -m pip install -q -e .
 # The test runner only; installing it changes no torch build.
 "$VENV/bin/python" -m pip install -q pytest hypothesis
 log "$("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "cuda build:", torch.version.cuda)')"

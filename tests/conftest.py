@@ -8,6 +8,7 @@ import inspect
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,6 +29,12 @@ SHARED = REPO.parent / "shared"
 # itself unset it. A developer's own key, where set, is kept.
 TEST_HELDOUT_KEY = "7e57" * 16
 os.environ.setdefault("EVOBENCH_HELDOUT_KEY", TEST_HELDOUT_KEY)
+
+# A suite started in the background (`pytest ... &` in a script) inherits SIGINT ignored, and so
+# would every `bench run` a test interrupts with Ctrl-C (Python keeps an ignored SIGINT ignored).
+# Tests act as a user at a terminal: the handler is Python's own, which a child resets to default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # --- Tiers: automatic `sandbox` / `run` markers, and a guard in the fast tier ----------------------

@@ -220,7 +220,8 @@ def test_a_transient_first_call_thread_does_not_raise_the_baseline() -> None:
     deadline = time.monotonic() + 10
     while drv.os_threads() > before and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert drv.os_threads() == before
+    # At most as many: another test's leftover thread in this test process may end meanwhile.
+    assert drv.os_threads() <= before
     stop = threading.Event()
     try:
         with pytest.raises(drv.RuleBroken, match="threads"):
