@@ -7,10 +7,9 @@ interleaved so that both see the same load. Prints per variant the honest figure
 (target <= 10 %), and the under-report's gain over honest, median against median (target <= 1.2x;
 an ``invalid`` under-report gains nothing). The load average is printed next to them.
 
-Each line also shows the same evaluations' other clock, so both are compared under the very
-same load: TriMul and MLA count the OS figure scaled by the trusted speed probe and show it before
-the scaling (``os_raw_us``); KernelBench counts the ratio of its two interleaved sessions' OS
-figures as measured and shows the ratio of their probe-scaled figures (``speedup_scaled``).
+Each line also shows the same evaluations' figures before the trusted speed probe's scaling
+(``os_raw_us`` / ``speedup_raw``: the OS clock as it counted before the probe), so both clocks
+are compared under the very same load.
 
 Run: python benchmarks/bench_kernel_load.py [--n 5] [--variants trimul-tiny,...] [--no-load]
 """
@@ -52,14 +51,9 @@ def figure(r: EvalResult) -> float | None:
 
 
 def raw(r: EvalResult) -> float | None:
-    """The same evaluation's other clock (module docstring; None: not ok or no OS clock)."""
-    x = r.metrics.get("speedup_scaled", r.metrics.get("os_raw_us")) if r.status is Status.OK else None
+    """The same evaluation's figure before the speed probe's scaling (None: not ok or no OS clock)."""
+    x = r.metrics.get("speedup_raw", r.metrics.get("os_raw_us")) if r.status is Status.OK else None
     return x if x else None
-
-
-def other(v: Variant) -> str:
-    """What :func:`raw` is for ``v``."""
-    return "with the probe's scaling" if v.maximize else "before the probe's scaling"
 
 
 def line(name: str, xs: list[float]) -> str:
@@ -111,7 +105,7 @@ def run(variant_ids: list[str], n: int) -> None:
             print(f"[{vid}] {load()}, {time.perf_counter() - t0:.0f} s")
             print(line(f"honest {unit}", honest))
             if len(raws) == len(honest):
-                print(line(f"honest {unit} {other(v)}", raws))
+                print(line(f"honest {unit} before the probe's scaling", raws))
             for f in failed:
                 print(f"  honest evaluation not ok (left out of the CV): {f}")
             print(
@@ -122,7 +116,7 @@ def run(variant_ids: list[str], n: int) -> None:
             ok_raw = [c for c in cheat_raws if c is not None]
             if len(raws) == len(honest) and ok_raw:
                 g_raw = gain(v, statistics.median(raws), statistics.median(ok_raw))
-                print(f"  0.1x gain {other(v)} (median vs median) {g_raw:.2f}x")
+                print(f"  0.1x gain before the probe's scaling (median vs median) {g_raw:.2f}x")
             sys.stdout.flush()
 
 
