@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import pandas as pd
 import tyro
 
-from harness.compare.anytime import CandidatesMissingError
-from harness.compare.identity import IDENTITY_COLUMN, Selection, resolve, with_identity
-from harness.compare.paired import compare as run_compare
-from harness.compare.select import Budget, BudgetPastEndError, VersionMixError, agent_curves, variant_runs
-from harness.compare.tables import comparison_csv, comparison_json, comparison_rich
-from harness.envs.registry import default_registry
-from harness.results.leaderboard import load_leaderboard
-from harness.results.store import RunStoreError
-
 from .console import console, err_console
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.compare.identity import Selection
+
+# pandas, scipy and the statistics are imported by the command that runs, not when the CLI starts.
 
 EXIT_USAGE = 2
 
@@ -31,6 +28,10 @@ def _known_agents() -> list[str]:
 
 def _select(specs: tuple[str, ...], lbs: list[pd.DataFrame], variant_ids: list[str], pool: bool) -> Selection:
     """Resolve ``--agents`` against the runs of the selected variants (raises on unknown / ambiguous)."""
+    import pandas as pd
+
+    from harness.compare.identity import IDENTITY_COLUMN, resolve, with_identity
+
     rows = pd.concat([with_identity(lb) for lb in lbs], ignore_index=True) if lbs else pd.DataFrame()
     rows = rows[rows["variant"].isin(variant_ids)] if not rows.empty else rows.assign(**{IDENTITY_COLUMN: []})
     return resolve(specs, rows, known_agents=_known_agents(), pool=pool)
@@ -80,6 +81,14 @@ def compare(
         json_out: Print JSON.
         csv_out: Print CSV (one long table).
     """
+    from harness.compare.anytime import CandidatesMissingError
+    from harness.compare.identity import with_identity
+    from harness.compare.paired import compare as run_compare
+    from harness.compare.select import Budget, BudgetPastEndError, VersionMixError, variant_runs
+    from harness.compare.tables import comparison_csv, comparison_json, comparison_rich
+    from harness.envs.registry import default_registry
+    from harness.results.leaderboard import load_leaderboard
+
     reg = default_registry()
     budget = Budget(evaluations=at_evaluations, cost_usd=at_cost, wall_s=at_wall_s)
     env = tuple(dict.fromkeys(env))  # a variant named twice is compared once
@@ -168,7 +177,13 @@ def plot(
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories.
     """
+    import pandas as pd
+
+    from harness.compare.identity import with_identity
+    from harness.compare.select import VersionMixError, agent_curves
+    from harness.envs.registry import default_registry
     from harness.report.plot import curves_figure, save, train_figure
+    from harness.results.leaderboard import load_leaderboard
 
     try:
         if train is not None:
@@ -238,8 +253,11 @@ def report(
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories.
     """
+    from harness.compare.select import VersionMixError
+    from harness.envs.registry import default_registry
     from harness.report.run_report import build_run_report
     from harness.report.variant_report import build_variant_report
+    from harness.results.store import RunStoreError
 
     if (run_dir is None) == (env is None):
         err_console.print("bench: error: give exactly one of RUN_DIR or --env")

@@ -13,7 +13,6 @@ from rich.table import Table
 from harness.envs.data import ChecksumError, family_data_dir, fetch_source, missing_files, sha256_file
 from harness.envs.data_import import DataImportError, import_data
 from harness.envs.registry import default_registry
-from harness.results.leaderboard import load_leaderboard, summarize
 
 from .console import console, err_console, fmt
 
@@ -107,6 +106,8 @@ def leaderboard(
         all_versions: Pool rows made on older contents of the variant (different hash).
         format: ``table`` (terminal) or an export format: Markdown, standalone HTML, CSV, JSON.
     """
+    from harness.results.leaderboard import load_leaderboard, summarize
+
     v = default_registry().get(env)
     df = load_leaderboard(leaderboard_dir, v.family)
     df = df[df["variant"] == v.id]

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from .base import Sandbox
-from .worker import Mode
-
-BackendName = Literal["local", "docker", "modal"]
+from .names import BackendName, Mode
 
 
 class BackendUnavailable(RuntimeError):

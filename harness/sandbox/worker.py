@@ -10,7 +10,7 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from harness.envs.data import DataMissingError, family_data_dir, require_data
 from harness.envs.manifest import Language
@@ -23,12 +23,12 @@ from harness.scoring.device import bind_worker_slot
 
 from .isolation import UIDS_PER_BACKEND, UNPRIVILEGED_UID_BASE
 from .lifetime import remove_own, start_parent_watchdog
+from .names import Mode
 from .process import Zygote
 from .runtime import SandboxedCandidate
 
 log = logging.getLogger(__name__)
 
-Mode = Literal["cold", "warm"]
 _TAIL = 4096
 
 

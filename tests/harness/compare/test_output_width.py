@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from evobench.cli import commands_info, commands_run
+from evobench.cli import commands_info, run_exec
 from harness.compare.paired import compare
 from harness.compare.select import VariantRuns
 from harness.compare.tables import aliases, comparison_frame, comparison_rich
@@ -94,8 +94,8 @@ class _Reg:
 
 
 def test_failure_counts_text() -> None:
-    assert commands_run._failed_text(Counter()) == "failed 0"
-    assert commands_run._failed_text(Counter({"timeout": 1, "error": 2})) == "failed 3 (error 2, timeout 1)"
+    assert run_exec._failed_text(Counter()) == "failed 0"
+    assert run_exec._failed_text(Counter({"timeout": 1, "error": 2})) == "failed 3 (error 2, timeout 1)"
 
 
 def test_results_and_leaderboards_are_not_tracked() -> None:

@@ -1,0 +1,233 @@
+"""``bench eval`` and ``bench run`` carried out: the backend, the run store, the progress display.
+
+Imported only by those commands (:mod:`evobench.cli.commands_run` holds their options and help),
+so that the other commands start without pandas, pyarrow or the sandbox.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from harness.envs.registry import Variant, default_registry
+from harness.evaluation.result import Status
+from harness.results.store import RunStore, RunStoreError
+from harness.runner.completion import LeaderboardPending, readd
+from harness.runner.context import Evaluated
+from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
+from harness.sandbox.factory import BackendUnavailable, make_backend
+from harness.sandbox.names import BackendName, Mode
+
+from .console import console, err_console, fmt
+from .failures import SignalInterrupt, stop_signals_interrupt, user_error
+from .run_plan import ReaddPlan, RunPlan, data_problem
+
+EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+def _failed_text(failed: Counter[str]) -> str:
+    """``failed N (error a, timeout b, ...)``: evaluations that did not score, by status."""
+    n = sum(failed.values())
+    detail = ", ".join(f"{k} {c}" for k, c in sorted(failed.items()))
+    return f"failed {n}" + (f" ({detail})" if n else "")
+
+
+def _check_data(v: Variant) -> bool:
+    problem = data_problem(v)
+    if problem:
+        err_console.print(f"bench: error: {problem}")
+    return problem is None
+
+
+def evaluate_file(program: Path, env: str, backend: BackendName, mode: Mode, json_out: bool) -> int:
+    """``bench eval``: score one program file on one variant (the options: ``commands_run.eval_program``).
+
+    Returns:
+        0 ok, 1 candidate failure, 2 usage, 3 infra error.
+    """
+    v = default_registry().get(env)
+    if not program.is_file():
+        err_console.print(f"bench: error: no such file: {program}")
+        return EXIT_USAGE
+    if not _check_data(v):
+        return EXIT_USAGE
+    try:
+        with make_backend(backend, workers=1, mode=mode) as b:
+            r = b.evaluate(v, program.read_text(encoding="utf-8"))
+    except BackendUnavailable as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    if json_out:
+        print(r.model_dump_json(indent=2))
+    else:
+        t = Table(title=f"{program} on {v.id}@{v.hash}", show_header=False)
+        t.add_row("status", r.status.value)
+        t.add_row("score", fmt(r.score, 6))
+        for k, x in sorted(r.metrics.items()):
+            t.add_row(f"  {k}", fmt(x, 6))
+        if r.reason:
+            t.add_row("reason", r.reason[-1500:])
+        if r.cases:
+            by_status = Counter(c.status for c in r.cases)
+            t.add_row("cases", ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())))
+            for c in [c for c in r.cases if c.reason][:10]:
+                cpu = "" if c.cpu_seconds is None else f", {c.cpu_seconds:.3f} s CPU"
+                t.add_row(f"  {c.name}", f"{c.status}{cpu}: {c.reason}"[:300])
+        d = r.durations
+        t.add_row(
+            "durations",
+            f"setup {d.setup:.3f}s, candidate {d.candidate:.3f}s, score {d.score:.3f}s, total {d.total:.3f}s",
+        )
+        t.add_row("program sha256", r.program_sha256)
+        console.print(t)
+    if r.status is Status.OK:
+        return 0
+    return EXIT_INFRA if r.status is Status.INFRA_ERROR else EXIT_CANDIDATE
+
+
+def _open_store(plan: RunPlan | ReaddPlan) -> RunStore | int:
+    """The run's store (created, or locked for resuming), or the exit code of why it cannot be."""
+    resume = plan.run_dir if isinstance(plan, ReaddPlan) else plan.resume
+    if resume is not None:
+        try:
+            return open_for_resume(resume)
+        except (RunStoreError, OSError) as e:
+            err_console.print(f"bench: error: {user_error(e)}")
+            return EXIT_USAGE
+    assert isinstance(plan, RunPlan)
+    try:
+        return create_run(
+            results_dir=plan.results_dir,
+            variant=plan.variant,
+            agent=plan.agent,
+            seed=plan.seed,
+            budget=plan.budget,
+            backend=plan.backend,
+            workers=plan.workers,
+            command=["bench", *sys.argv[1:]],
+            mode=plan.mode,
+            leaderboard_dir=plan.leaderboard_dir,
+        )
+    except OSError as e:
+        err_console.print(f"bench: error: {user_error(e)}")
+        return EXIT_INFRA
+
+
+def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
+    """Carry out a plan: create (or lock) the run, start the backend, drive the agent, report.
+
+    A finished run (:class:`~evobench.cli.run_plan.ReaddPlan`, or one that finished since it was
+    planned) only gets its leaderboard row re-added if it is missing.
+
+    Returns:
+        ``bench run``'s exit code: 0 done, 2 usage, 3 infra error, 130 interrupted.
+    """
+    opened = _open_store(plan)
+    if isinstance(opened, int):
+        return opened
+    store = opened
+    if isinstance(plan, ReaddPlan) or store.info.status == "finished":
+        return _readd(store, plan.variant)
+    v, ag, workers, leaderboard_dir = plan.variant, plan.agent, plan.workers, plan.leaderboard_dir
+    total = plan.budget.max_evaluations
+    console.print(
+        f"run {store.info.run_id}: {ag.name} on {v.id}@{v.hash}, seed {store.info.seed}, "
+        f"{workers} workers -> {store.run_dir}"
+    )
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("best {task.fields[best]}"),
+        TextColumn("{task.fields[failed]}"),
+        TextColumn("{task.fields[train]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=no_progress,
+    )
+    task = progress.add_task(v.id, total=total, best="-", failed="failed 0", train="")
+    train_fields = getattr(ag, "progress_fields", None)
+    best: list[float | None] = [None]
+    failed: Counter[str] = Counter()
+
+    def on_result(ev: Evaluated) -> None:
+        if ev.result.status is not Status.OK:
+            failed[str(ev.result.status)] += 1
+        s = ev.result.score
+        if s is not None and (best[0] is None or (s > best[0] if v.maximize else s < best[0])):
+            best[0] = s
+        train = ""
+        if callable(train_fields):  # learning agents: step, last mean reward, adapter version
+            f = train_fields()
+            train = " ".join(f"{k} {x}" for k, x in f.items())
+        progress.update(task, advance=1, best=fmt(best[0], 6), failed=_failed_text(failed), train=train)
+
+    try:
+        with (
+            stop_signals_interrupt(),
+            progress,
+            make_backend(
+                plan.backend, workers=workers, mode=plan.mode, prewarm=(v.id,), run_id=store.info.run_id
+            ) as b,
+        ):
+            out = drive(
+                store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result
+            )
+        # the final line counts every journaled evaluation, replayed ones included
+        failed = Counter(str(r.status) for r in store.rows() if r.status is not Status.OK)
+    except KeyboardInterrupt as e:
+        why = f" by {e.signal_name}" if isinstance(e, SignalInterrupt) else ""
+        err_console.print(f"interrupted{why}; finish it with: bench run --resume {store.run_dir}")
+        return EXIT_INTERRUPTED
+    except (ResumeError, BackendUnavailable) as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_USAGE
+    except LeaderboardPending as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_INFRA
+    except OSError as e:
+        err_console.print(f"bench: error: {user_error(e)}; then: bench run --resume {store.run_dir}")
+        return EXIT_INFRA
+    finally:
+        store.close()
+    i = out.info
+    console.print(
+        f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
+        f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}; results in {out.run_dir}"
+    )
+    headline = (i.agent_summary or {}).get("headline")
+    if isinstance(headline, str) and headline:
+        console.print(headline)
+    return 0
+
+
+def _readd(store: RunStore, v: Variant) -> int:
+    """``--resume`` of a finished run: re-add its leaderboard row if it is missing."""
+    try:
+        added = readd(store, v)
+    except (ValueError, LeaderboardPending) as e:
+        err_console.print(f"bench: error: {e}")
+        return EXIT_INFRA
+    except OSError as e:
+        err_console.print(f"bench: error: {user_error(e)}")
+        return EXIT_INFRA
+    finally:
+        store.close()
+    where = store.info.leaderboard_dir
+    console.print(
+        f"run {store.info.run_id} already finished; "
+        + (f"its leaderboard row was added to {where}" if added else f"its leaderboard row is in {where}")
+    )
+    return 0
