@@ -43,6 +43,22 @@ def _failed_text(failed: Counter[str]) -> str:
     return f"failed {n}" + (f" ({detail})" if n else "")
 
 
+def key_note(v: Variant) -> str:
+    """``; held-out key ab12cd`` (or ``; public draw``) for a variant scored on a secret draw, else ``""``.
+
+    Its scores compare only with scores made under the same key (``bench key``).
+    """
+    if v.scorer_params.get("heldout") != "secret":
+        return ""
+    from harness.envs.secret import HeldoutKeyError, fingerprint
+
+    try:
+        fp = fingerprint()
+    except HeldoutKeyError:
+        return ""  # the evaluation itself reports an unusable key
+    return "; public draw" if fp == "public" else f"; held-out key {fp}"
+
+
 def _check_data(v: Variant) -> bool:
     problem = data_problem(v)
     if problem:
@@ -73,7 +89,7 @@ def evaluate_file(program: Path, env: str, backend: BackendName, mode: Mode, jso
     else:
         t = Table(title=f"{program} on {v.id}@{v.hash}", show_header=False)
         t.add_row("status", r.status.value)
-        t.add_row("score", fmt(r.score, 6))
+        t.add_row("score", fmt(r.score, 6) + key_note(v).replace(";", ","))
         for k, x in sorted(r.metrics.items()):
             t.add_row(f"  {k}", fmt(x, 6))
         if r.reason:
@@ -205,7 +221,7 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
     i = out.info
     console.print(
         f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
-        f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}; results in {out.run_dir}"
+        f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}{key_note(v)}; results in {out.run_dir}"
     )
     headline = (i.agent_summary or {}).get("headline")
     if isinstance(headline, str) and headline:

@@ -12,6 +12,11 @@ file exists, the process draws a key of its own (logged; draws then differ betwe
 
 The key is not part of a variant's content hash (the recipe is, the draw is not): results carry
 :func:`key_id`, a public fingerprint, so scores from different keys are told apart.
+
+Sharing: a team (or a CI job) that wants comparable tiny scores uses one key: ``bench key export``
+prints it, ``bench key import`` installs it as the key file, or a CI secret sets
+``$EVOBENCH_HELDOUT_KEY``. ``EVOBENCH_HELDOUT_KEY=public`` scores every secret-keyed variant on
+its public draw instead (fully public numbers, labelled ``public`` and regenerable by a candidate).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ log = logging.getLogger(__name__)
 KEY_FILE = "heldout.key"
 KEY_ENV = "EVOBENCH_HELDOUT_KEY"
 KEY_BYTES = 32
+PUBLIC = "public"
+"""The value of ``$EVOBENCH_HELDOUT_KEY`` that selects the public draw."""
 
 
 class HeldoutKeyError(RuntimeError):
@@ -141,9 +148,87 @@ def heldout_seed(params: dict[str, object], scope: str, public_seed: int) -> tup
         HeldoutKeyError: If the installation key is unusable.
     """
     mode = str(params.get("heldout", "public"))
-    if mode == "public":
+    if mode == "public" or public_draw_forced():
         return public_seed, None
     if mode != "secret":
         raise ValueError(f"scorer parameter heldout must be 'secret' or 'public', not {mode!r}")
     key = installation_key()
     return secret_seed(f"{scope}/{public_seed}", key), key_id(key)
+
+
+def public_draw_forced() -> bool:
+    """Whether ``$EVOBENCH_HELDOUT_KEY`` is ``public``: secret-keyed variants use their public draw."""
+    return os.environ.get(KEY_ENV, "").strip().lower() == PUBLIC
+
+
+def key_env_value() -> str:
+    """``$EVOBENCH_HELDOUT_KEY`` for a trusted scorer elsewhere (a container, a Modal sandbox).
+
+    Raises:
+        HeldoutKeyError: If the installation key is unusable.
+    """
+    return PUBLIC if public_draw_forced() else installation_key().hex()
+
+
+def fingerprint(key: bytes | None = None) -> str:
+    """:func:`key_id` as six hex digits, the form printed with results (``public``: no key in use).
+
+    Raises:
+        HeldoutKeyError: If the installation key is unusable.
+    """
+    if key is None and public_draw_forced():
+        return PUBLIC
+    return f"{int(key_id(key)):06x}"
+
+
+def key_source() -> str:
+    """Where the key in use comes from: the variable, the key file (its path), or ``public``."""
+    env = os.environ.get(KEY_ENV, "").strip()
+    if env:
+        return PUBLIC if env.lower() == PUBLIC else f"${KEY_ENV}"
+    return str(_key_path())
+
+
+def export_key() -> str:
+    """The key in use as 64 hex digits (created first if there is none), for a CI secret or a teammate.
+
+    Raises:
+        HeldoutKeyError: If the key is unusable, or the public draw is selected (there is no key).
+    """
+    if public_draw_forced():
+        raise HeldoutKeyError(f"${KEY_ENV}=public selects the public draw: there is no key to export")
+    return installation_key().hex()
+
+
+def import_key(text: str, *, force: bool = False) -> Path:
+    """Install a shared key as this installation's key file (0600, written atomically).
+
+    An existing different key is replaced only with ``force``; it is kept beside the new one as
+    ``heldout.key.<fingerprint>`` so scores made with it can still be reproduced.
+
+    Raises:
+        HeldoutKeyError: If ``text`` is not 64 hex digits, or another key is installed and
+            ``force`` is not set.
+    """
+    key = _decode(text, "the imported key")
+    path = _key_path()
+    if path.exists():
+        old = _decode(path.read_text(encoding="ascii").strip(), str(path))
+        if old == key:
+            return path
+        if not force:
+            raise HeldoutKeyError(
+                f"{path} already holds key {fingerprint(old)}; scores made with it would no longer "
+                f"reproduce. Pass --force to replace it (it is kept as {KEY_FILE}.{fingerprint(old)})"
+            )
+        os.replace(path, path.with_name(f"{KEY_FILE}.{fingerprint(old)}"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, key.hex().encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path

@@ -151,13 +151,13 @@ def container_run_args(
     Raises:
         InfraError: If this machine has GPUs but fewer than the variant requests.
     """
-    from harness.envs.secret import KEY_ENV, installation_key
+    from harness.envs.secret import KEY_ENV, key_env_value
 
     hw = variant.hardware
     # The trusted server draws secret held-out data with this installation's key, so local and
     # Docker score alike; candidates get an allow-listed environment and another uid, so neither
     # the variable nor the server's /proc/<pid>/environ reaches them.
-    env = {"PYTHONHASHSEED": "0", KEY_ENV: installation_key().hex()}
+    env = {"PYTHONHASHSEED": "0", KEY_ENV: key_env_value()}
     if hw.gpu_count > 0:
         env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
     return {

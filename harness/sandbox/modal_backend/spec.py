@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from harness.envs.registry import Variant
-from harness.envs.secret import KEY_ENV, installation_key
+from harness.envs.secret import KEY_ENV, key_env_value
 from harness.images.naming import env_image_tag
 
 from .client import SandboxSpec
@@ -76,7 +76,7 @@ def sandbox_spec(
         block_network=True,
         tags=tuple(sorted(tags.items())),
         # Secret held-out draws with this installation's key, so Modal scores like local and Docker.
-        env=((KEY_ENV, installation_key().hex()),),
+        env=((KEY_ENV, key_env_value()),),
     )
 
 

@@ -78,3 +78,41 @@ def test_heldout_modes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert heldout_seed({"heldout": "secret"}, "fam", 8)[0] != seed
     with pytest.raises(ValueError, match="heldout"):
         heldout_seed({"heldout": "hidden"}, "fam", 7)
+
+
+def test_an_exported_key_imported_elsewhere_is_the_same_key(
+    tmp_path: Path, data_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = secret.export_key()
+    fp = secret.fingerprint()
+    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path / "teammate"))
+    path = secret.import_key(text + "\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert secret.fingerprint() == fp and installation_key().hex() == text
+    assert secret.import_key(text) == path  # the same key again: nothing to do
+
+
+def test_import_keeps_a_different_installed_key_unless_forced(data_root: Path) -> None:
+    old = installation_key()
+    other = bytes(range(32))
+    with pytest.raises(HeldoutKeyError, match="--force"):
+        secret.import_key(other.hex())
+    assert installation_key() == old
+    secret.import_key(other.hex(), force=True)
+    assert installation_key() == other
+    kept = data_root / f"{secret.KEY_FILE}.{secret.fingerprint(old)}"
+    assert kept.read_text() == old.hex()  # scores made with the old key stay reproducible
+    with pytest.raises(HeldoutKeyError, match="64 hex digits"):
+        secret.import_key("not a key", force=True)
+
+
+def test_public_selects_the_public_draw_and_says_so(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "public")
+    assert heldout_seed({"heldout": "secret"}, "fam/v", 7) == (7, None)
+    assert secret.fingerprint() == "public" and secret.key_env_value() == "public"
+    with pytest.raises(HeldoutKeyError, match="no key to export"):
+        secret.export_key()
+    monkeypatch.setenv(KEY_ENV, "0f" * 32)
+    seed, kid = heldout_seed({"heldout": "secret"}, "fam/v", 7)
+    assert seed != 7 and kid == key_id(bytes([15]) * 32)
+    assert secret.key_env_value() == "0f" * 32
