@@ -81,7 +81,8 @@ def replicate_experts(
 
 def invert_permutation(perm: torch.Tensor) -> torch.Tensor:
     """Row-wise inverse of a batch of permutations."""
-    inverse = torch.empty_like(perm)
+    # Filled, not empty: an edit that breaks the permutation leaves -1 where memory noise would be.
+    inverse = torch.full_like(perm, -1)
     positions = torch.arange(perm.size(-1), dtype=perm.dtype).expand_as(perm)
     inverse.scatter_(-1, perm, positions)
     return inverse
