@@ -17,13 +17,16 @@ VENV="$(cd "$VENV" && pwd)"
 # runs beside scripts/setup.sh in CI. The project install then finds it and takes the rest.
 req="$(python3 -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if r.startswith("torch")))')"
 log "pip install '$req' (the index's default build), then pip install -e ."
-"$VENV/bin/python" -m pip install -q "$req"
+"$VENV/bin/python" -m pip install -q --no-compile "$req"
 # One editable install of this tree at a time (both write its evobench.egg-info).
 lock=()
 if command -v flock >/dev/null 2>&1; then lock=(flock .install.lock); fi
-${lock[@]+"${lock[@]}"} "$VENV/bin/python" -m pip install -q -e .
+${lock[@]+"${lock[@]}"} "$VENV/bin/python" -m pip install -q --no-compile -e .
 # The test runner only; installing it changes no torch build.
-"$VENV/bin/python" -m pip install -q pytest hypothesis
+"$VENV/bin/python" -m pip install -q --no-compile pytest hypothesis
+# The byte code pip's compile step would have written, compiled on every CPU at once (see setup.sh).
+site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+"$VENV/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
 log "$("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "cuda build:", torch.version.cuda)')"
 
 "$VENV/bin/bench" doctor
