@@ -6,7 +6,7 @@ raises it for evaluations and wall time; both import it from here, so neither im
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class BudgetExhausted(Exception):
@@ -18,9 +18,9 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_evaluations: int = 100
+    max_evaluations: int = Field(default=100, ge=1)
     """Total candidate evaluations (including the initial program)."""
-    max_wall_s: float | None = None
+    max_wall_s: float | None = Field(default=None, gt=0)
     """Wall-clock seconds for the whole run (None: unlimited)."""
-    max_cost_usd: float | None = None
+    max_cost_usd: float | None = Field(default=None, ge=0)
     """LLM spend in US dollars (None: unlimited)."""

@@ -79,8 +79,13 @@ def evaluate_file(program: Path, env: str, backend: BackendName, mode: Mode, jso
     if not _check_data(v):
         return EXIT_USAGE
     try:
+        source = program.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        err_console.print(f"bench: error: {program} is not UTF-8 text (byte {e.start}); give a source file")
+        return EXIT_USAGE
+    try:
         with make_backend(backend, workers=1, mode=mode) as b:
-            r = b.evaluate(v, program.read_text(encoding="utf-8"))
+            r = b.evaluate(v, source)
     except BackendUnavailable as e:
         err_console.print(f"bench: error: {e}")
         return EXIT_USAGE

@@ -12,6 +12,7 @@ executes the plan.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,6 +186,22 @@ def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
     )
 
 
+def _check_budget(a: RunArgs) -> None:
+    """Refuse a budget no run can use before anything exists (a 0-evaluation run once left a row).
+
+    Raises:
+        PlanError: If ``--max-evaluations`` is below 1, ``--max-wall-s`` is not a positive number
+            or ``--max-cost-usd`` is negative or not a number.
+    """
+    if a.max_evaluations < 1:
+        n = a.max_evaluations
+        raise PlanError(f"--max-evaluations must be at least 1 (it counts the initial program), not {n}")
+    if a.max_wall_s is not None and not (math.isfinite(a.max_wall_s) and a.max_wall_s > 0):
+        raise PlanError(f"--max-wall-s must be a positive number of seconds, not {a.max_wall_s}")
+    if a.max_cost_usd is not None and not (math.isfinite(a.max_cost_usd) and a.max_cost_usd >= 0):
+        raise PlanError(f"--max-cost-usd must be a non-negative number of US dollars, not {a.max_cost_usd}")
+
+
 def plan_run(a: RunArgs) -> RunPlan | ReaddPlan:
     """Resolve and check ``bench run``'s options into a plan, starting nothing.
 
@@ -197,6 +214,7 @@ def plan_run(a: RunArgs) -> RunPlan | ReaddPlan:
     """
     if a.resume is not None:
         return _plan_resume(a, a.resume)
+    _check_budget(a)
     if a.agent is None or a.env is None:
         raise PlanError("--agent and --env are required (or --resume RUN_DIR)")
     v = default_registry().get(a.env)

@@ -121,3 +121,12 @@ def test_eval_full_variant_without_data_names_fetch_command(
 def test_missing_program_file_is_a_usage_error(tmp_path: Path) -> None:
     r = bench("eval", "--env", "eplb-tiny", "nope.py", cwd=tmp_path)
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_a_binary_candidate_file_is_one_usage_line(tmp_path: Path) -> None:
+    """A candidate that is not UTF-8 text once gave a 27-line UnicodeDecodeError and exit 1."""
+    program = tmp_path / "blob.py"
+    program.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe" * 20)
+    r = bench("eval", "--env", "eplb-tiny", str(program), cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "is not UTF-8 text" in r.stderr

@@ -76,6 +76,11 @@ def test_agent_config_and_model_overrides_reach_the_agent(
         (RunArgs(agent="random-search", env="eplb-tiny", agent_config='{"no_such_field": 1}'), "bad --agent"),
         (RunArgs(agent="random-search", env="eplb-tiny", model="openai/gpt-4o"), "does not use an LLM"),
         (RunArgs(agent="random-search", env="eplb-tiny", advisor_model="x"), "has no advisor-model"),
+        (RunArgs(agent="random-search", env="eplb-tiny", max_evaluations=0), "at least 1"),
+        (RunArgs(agent="random-search", env="eplb-tiny", max_evaluations=-3), "at least 1"),
+        (RunArgs(agent="random-search", env="eplb-tiny", max_wall_s=0.0), "positive number of seconds"),
+        (RunArgs(agent="random-search", env="eplb-tiny", max_wall_s=float("nan")), "positive number"),
+        (RunArgs(agent="random-search", env="eplb-tiny", max_cost_usd=-1.0), "non-negative"),
     ],
 )
 def test_bad_options_are_refused_as_usage_errors(args: RunArgs, needle: str, nothing_starts: None) -> None:
@@ -144,3 +149,22 @@ def test_resume_of_a_non_run_is_a_usage_error(tmp_path: Path, nothing_starts: No
     with pytest.raises(PlanError, match="run.json") as e:
         plan_run(RunArgs(resume=tmp_path))
     assert e.value.exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize("n", ["0", "-3"])
+def test_a_run_without_evaluations_is_refused_before_anything_exists(tmp_path: Path, n: str) -> None:
+    """``bench run --max-evaluations 0`` once exited 0 and added a leaderboard row."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "evobench.cli.main", "run", "--agent", "random-search", "--env", "eplb-tiny"]
+        + ["--max-evaluations", n, "--results-dir", "res", "--leaderboard-dir", "lb"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == EXIT_USAGE and "at least 1" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1  # one line
+    assert not (tmp_path / "res").exists() and not (tmp_path / "lb").exists()
