@@ -22,7 +22,7 @@ def key(
 
     Scores of secret-keyed variants (eplb-tiny, kuairec-tiny, multi-evolve-tiny) compare only
     between installations that share the key. ``show`` prints the key's public fingerprint and
-    where it comes from (never the key).
+    where it comes from (never the key; it creates none).
     ``export`` prints the key (64 hex digits; keep it secret: store it as a CI secret and set
     ``EVOBENCH_HELDOUT_KEY`` from it, or give it to a teammate). ``import FILE`` (``-``: standard
     input) installs a shared key as this installation's key file; another key already there is
@@ -34,12 +34,17 @@ def key(
         file: For ``import``: the file holding the key (``-``: standard input).
         force: For ``import``: replace a different key already installed.
     """
-    from harness.envs.secret import HeldoutKeyError, export_key, fingerprint, import_key, key_source
+    from harness.envs.secret import KEY_ENV, HeldoutKeyError, export_key, fingerprint, import_key, key_source
 
     try:
         if action == "show":
-            fp, source = fingerprint(), key_source()
-            console.print("public draws (no key)" if fp == "public" else f"held-out key {fp} (from {source})")
+            source = key_source()
+            if source == "public":
+                console.print("public draws (no key)")
+            elif source != f"${KEY_ENV}" and not Path(source).exists():  # showing creates nothing
+                console.print(f"no held-out key yet: {source} is made at first use (or by bench key import)")
+            else:
+                console.print(f"held-out key {fingerprint()} (from {source})")
         elif action == "export":
             text = export_key()
             err_console.print(

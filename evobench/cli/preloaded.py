@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 PRELOAD_TORCH = ("torch", "transformers", "peft", "transformers.models.llama.modeling_llama")
 """What a learning run imports first (the costly part of its start)."""
@@ -114,6 +114,7 @@ class PreloadedBench:
         self.modules = tuple(modules)
         self._proc: subprocess.Popen[str] | None = None
         self._tmp: TemporaryDirectory[str] | None = None
+        self._runs = 0
 
     def __enter__(self) -> PreloadedBench:
         """Start the server (its imports happen while the caller goes on)."""
@@ -141,15 +142,24 @@ class PreloadedBench:
         if self._tmp is not None:
             self._tmp.cleanup()
 
-    def _reply(self, out: IO[str], deadline: float | None) -> dict[str, Any]:
-        while deadline is not None:
-            ready, _, _ = select.select([out], [], [], max(0.0, deadline - time.monotonic()))
-            if ready:
-                break
-            raise TimeoutError
-        line = out.readline()
-        if not line:
-            raise PreloadError(f"the preloading server ended (exit {self._proc and self._proc.poll()})")
+    def _reply(self, deadline: float | None) -> dict[str, Any]:
+        """The server's next reply line, read byte by byte from the pipe's descriptor.
+
+        Never through the buffered reader: it could hold the next line already, where ``select``
+        would not see it.
+        """
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        line = b""
+        while not line.endswith(b"\n"):
+            if deadline is not None:
+                ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    raise TimeoutError
+            byte = os.read(fd, 1)
+            if not byte:
+                raise PreloadError(f"the preloading server ended (exit {self._proc.poll()})")
+            line += byte
         reply: dict[str, Any] = json.loads(line)
         return reply
 
@@ -164,18 +174,18 @@ class PreloadedBench:
         """
         if self._proc is None or self._proc.stdin is None or self._proc.stdout is None or self._tmp is None:
             raise PreloadError("PreloadedBench is used outside its with block")
-        n = len(os.listdir(self._tmp.name))
-        files = {k: str(Path(self._tmp.name) / f"{n}.{k}") for k in ("stdout", "stderr")}
+        self._runs += 1
+        files = {k: str(Path(self._tmp.name) / f"{self._runs}.{k}") for k in ("stdout", "stderr")}
         request = {"argv": list(argv), "env": dict(env or {}), **files}
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
-        pid = int(self._reply(self._proc.stdout, None)["pid"])
+        pid = int(self._reply(None)["pid"])
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            code = int(self._reply(self._proc.stdout, deadline)["code"])
+            code = int(self._reply(deadline)["code"])
         except TimeoutError:
             os.killpg(pid, signal.SIGKILL)
-            self._reply(self._proc.stdout, None)
+            self._reply(None)
             raise subprocess.TimeoutExpired(["bench", *argv], timeout or 0.0) from None
         out, err = (Path(files[k]).read_text(errors="replace") for k in ("stdout", "stderr"))
         return subprocess.CompletedProcess(["bench", *argv], code, out, err)

@@ -47,16 +47,22 @@ def _key_path() -> Path:
     return data_root() / KEY_FILE
 
 
-def _create(path: Path) -> None:
-    """Write a fresh key atomically: the first writer wins, a concurrent one reads the winner's."""
+def _private_temp(path: Path, key: bytes) -> Path:
+    """``key`` as hex in a fresh 0600 file beside ``path``, synced (the caller links or renames it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, secrets.token_bytes(KEY_BYTES).hex().encode())
+        os.write(fd, key.hex().encode())
         os.fsync(fd)
     finally:
         os.close(fd)
+    return tmp
+
+
+def _create(path: Path) -> None:
+    """Write a fresh key atomically: the first writer wins, a concurrent one reads the winner's."""
+    tmp = _private_temp(path, secrets.token_bytes(KEY_BYTES))
     try:
         os.link(tmp, path)  # fails if another process created it first
     except FileExistsError:
@@ -221,14 +227,10 @@ def import_key(text: str, *, force: bool = False) -> Path:
                 f"{path} already holds key {fingerprint(old)}; scores made with it would no longer "
                 f"reproduce. Pass --force to replace it (it is kept as {KEY_FILE}.{fingerprint(old)})"
             )
-        os.replace(path, path.with_name(f"{KEY_FILE}.{fingerprint(old)}"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, key.hex().encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:  # the old key stays reachable under its fingerprint; the key file is never absent
+            os.link(path, path.with_name(f"{KEY_FILE}.{fingerprint(old)}"))
+        except FileExistsError:
+            pass
+    tmp = _private_temp(path, key)
     os.replace(tmp, path)
     return path

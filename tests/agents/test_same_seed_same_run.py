@@ -49,17 +49,18 @@ def backend() -> Iterator[Any]:
 
 def _run(backend: Any, agent: str, variant: str, seed: int, root: Path) -> pd.DataFrame:
     v = default_registry().get(variant)
+    a = _agent(agent)
     store = create_run(
         results_dir=root / "results",
         variant=v,
-        agent=_agent(agent),
+        agent=a,
         seed=seed,
         budget=Budget(max_evaluations=EVALUATIONS),
         backend="local",
         workers=2,
     )
     try:
-        drive(store, variant=v, agent=_agent(agent), backend=backend, leaderboard_dir=root / "lb")
+        drive(store, variant=v, agent=a, backend=backend, leaderboard_dir=root / "lb")
     finally:
         store.close()
     cands = pd.read_parquet(store.run_dir / "candidates.parquet").sort_values("seq")

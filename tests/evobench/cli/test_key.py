@@ -30,11 +30,15 @@ def bench(root: Path, *args: str, stdin: str | None = None, **env: str) -> subpr
 
 def test_export_import_show(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
+    fresh = bench(a, "key", "show")
+    assert fresh.returncode == 0 and "no held-out key yet" in fresh.stdout, fresh.stderr
+    assert not a.exists()  # showing creates nothing
+    exported = bench(a, "key", "export")
+    assert exported.returncode == 0 and len(exported.stdout.strip()) == 64
     shown = bench(a, "key", "show")
     assert shown.returncode == 0 and "held-out key " in shown.stdout, shown.stderr
     fp = shown.stdout.split("held-out key ")[1].split()[0]
-    exported = bench(a, "key", "export")
-    assert exported.returncode == 0 and len(exported.stdout.strip()) == 64
+    assert fp in exported.stderr
     assert exported.stdout.strip() not in shown.stdout + exported.stderr  # never printed but by export
     imported = bench(b, "key", "import", "-", stdin=exported.stdout)
     assert imported.returncode == 0 and fp in imported.stdout, imported.stderr

@@ -20,7 +20,7 @@ def test_commands_answer_as_fresh_processes_do(tmp_path: Path) -> None:
     fresh = subprocess.run([*BENCH, "envs", "--json"], capture_output=True, text=True, cwd=tmp_path)
     with PreloadedBench(modules=("json",)) as pb:
         listed = pb.run(["envs", "--json"])
-        unknown = pb.run(["run", "--agent", "random-serch", "--env", "eplb-tiny"])
+        unknown = pb.run(["run", "--agent", "random-serch", "--env", "eplb-tiny"], timeout=120)
         again = pb.run(["envs", "--json"])  # the server goes on after a failed command
     assert listed.returncode == 0 and listed.stdout == fresh.stdout == again.stdout
     assert unknown.returncode == 2 and "random-search" in unknown.stderr
