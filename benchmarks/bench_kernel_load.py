@@ -5,7 +5,8 @@ Beside one busy process per core (a Python spin loop each, started here, killed 
 reporting 0.1x its times (``tests/environments/hacks/<variant>/report_tenth_json.py``), the two
 interleaved so that both see the same load. Prints per variant the honest figures and their CV
 (target <= 10 %), and the under-report's gain over honest, median against median (target <= 1.2x;
-an ``invalid`` under-report gains nothing). The load average is printed next to them.
+an ``invalid`` under-report gains nothing), and the honest program's progress u (inside (0, 1):
+neither floor nor target within the noise). The load average is printed next to them.
 
 Each line also shows the same evaluations' figures before the trusted speed probe's scaling
 (``os_raw_us`` / ``speedup_raw``: the OS clock as it counted before the probe), so both clocks
@@ -104,6 +105,9 @@ def run(variant_ids: list[str], n: int) -> None:
             unit = "speedup" if v.maximize else "us"
             print(f"[{vid}] {load()}, {time.perf_counter() - t0:.0f} s")
             print(line(f"honest {unit}", honest))
+            us = [v.progress.u(x) for x in honest]  # the unchanged program must stay inside (0, 1)
+            print(f"  progress u of the honest program: {min(us):.3f}-{max(us):.3f} (floor "
+                  f"{v.progress.y_floor:g}, target {v.progress.y_target:g})")  # fmt: skip
             if len(raws) == len(honest):
                 print(line(f"honest {unit} before the probe's scaling", raws))
             for f in failed:

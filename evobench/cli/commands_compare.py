@@ -45,6 +45,7 @@ def compare(
     at_wall_s: float | None = None,
     all_versions: bool = False,
     pool: bool = False,
+    key: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
     level: float = 0.95,
@@ -73,6 +74,8 @@ def compare(
         at_wall_s: Compare after this many seconds of wall time.
         all_versions: Pool runs scored on different contents of a variant (otherwise refused).
         pool: Let an agent name pool its runs of several identities (otherwise refused).
+        key: Compare only runs scored on this held-out key (its fingerprint, ``public``, ``none``);
+            runs of different keys are never pooled.
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories (for curves, budgets and AUC).
         level: Confidence level.
@@ -111,12 +114,12 @@ def compare(
                     variant=v.id,
                     current_hash=v.hash,
                     maximize=v.maximize,
-                    y_init=v.progress.y_init,
-                    y_target=v.progress.y_target,
+                    progress=v.progress,
                     units=sel.units,
                     results_dir=results_dir,
                     budget=budget,
                     all_versions=all_versions,
+                    key=key,
                 )
             )
         result = run_compare(
@@ -160,6 +163,7 @@ def plot(
     train: Path | None = None,
     all_versions: bool = False,
     pool: bool = False,
+    key: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
 ) -> int:
@@ -174,13 +178,15 @@ def plot(
         train: Instead of curves, plot the diagnostics in this ``train.parquet`` (or run directory).
         all_versions: Pool runs scored on different contents.
         pool: Let an agent name pool its runs of several identities.
+        key: Plot only runs scored on this held-out key (runs of different keys are never pooled).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories.
     """
     import pandas as pd
 
+    from harness.compare.anytime import progress_of
     from harness.compare.identity import with_identity
-    from harness.compare.select import VersionMixError, agent_curves
+    from harness.compare.select import VersionMixError, agent_curves, degenerate_note
     from harness.envs.registry import default_registry
     from harness.report.plot import curves_figure, save, train_figure
     from harness.results.leaderboard import load_leaderboard
@@ -199,7 +205,7 @@ def plot(
             v = default_registry().get(env)
             lb = with_identity(load_leaderboard(leaderboard_dir, v.family))
             sel = _select(tuple(agents), [lb], [v.id], pool) if agents else None
-            curves, notes = agent_curves(
+            curves, notes, bounds = agent_curves(
                 lb,
                 variant=v.id,
                 current_hash=v.hash,
@@ -208,7 +214,13 @@ def plot(
                 results_dir=results_dir,
                 with_times=x == "wall_s",
                 all_versions=all_versions,
+                progress=v.progress,
+                key=key,
             )
+            if metric == "u" and bounds is not None and curves:
+                last = pd.concat([c.groupby("run_id", observed=True)["best"].last() for c in curves.values()])
+                note = degenerate_note(v.id, pd.Series(progress_of(last.to_numpy(), *bounds)))
+                notes += [note] if note else []
             for n in notes:
                 err_console.print(f"note: {n}")
             from harness.references.fetch import load_rows
@@ -222,8 +234,8 @@ def plot(
                 curves,
                 axis=x,
                 metric=metric,
-                y_init=v.progress.y_init,
-                y_target=v.progress.y_target,
+                y_floor=bounds[0] if bounds else None,
+                y_target=bounds[1] if bounds else None,
                 title=f"{v.id}@{v.hash}: best so far ({'higher' if v.maximize else 'lower'} is better)",
                 references=refs,
             )
@@ -240,6 +252,7 @@ def report(
     env: str | None = None,
     out: Path | None = None,
     all_versions: bool = False,
+    key: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
 ) -> int:
@@ -250,6 +263,7 @@ def report(
         env: A variant id (report on all its runs instead).
         out: Output file (default: ``RUN_DIR/report.html`` or ``report-<env>.html``).
         all_versions: Pool runs scored on different contents (variant report).
+        key: Report only runs scored on this held-out key (variant report).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories.
     """
@@ -269,7 +283,7 @@ def report(
         else:
             assert env is not None
             v = default_registry().get(env)
-            text = build_variant_report(v, leaderboard_dir, results_dir, all_versions=all_versions)
+            text = build_variant_report(v, leaderboard_dir, results_dir, all_versions=all_versions, key=key)
             target = out or Path(f"report-{v.id}.html")
     except (RunStoreError, VersionMixError, ValueError) as e:
         err_console.print(f"bench: error: {e}")

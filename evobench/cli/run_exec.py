@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from harness.envs.draw_bounds import BoundsError
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.results.store import RunStore, RunStoreError
@@ -217,6 +218,9 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
         return EXIT_USAGE
     except LeaderboardPending as e:
         err_console.print(f"bench: error: {e}")
+        return EXIT_INFRA
+    except BoundsError as e:  # the environment's own program did not score: nothing the agent did
+        err_console.print(f"bench: error: {e}; then: bench run --resume {store.run_dir}")
         return EXIT_INFRA
     except OSError as e:
         err_console.print(f"bench: error: {user_error(e)}; then: bench run --resume {store.run_dir}")

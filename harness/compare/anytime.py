@@ -130,15 +130,15 @@ def _runs(curves: pd.DataFrame) -> list[str]:
     return [str(r) for r in curves["run_id"].drop_duplicates()]
 
 
-def progress_of(best: pd.Series | np.ndarray, y_init: float, y_target: float) -> np.ndarray:
+def progress_of(best: pd.Series | np.ndarray, y_floor: float, y_target: float) -> np.ndarray:
     """Vectorised normalised progress u in [0, 1]; NaN (nothing scored) maps to 0.
 
     Raises:
-        ValueError: If ``y_init == y_target``.
+        ValueError: If ``y_floor == y_target``.
     """
-    if y_init == y_target:
-        raise ValueError("y_init and y_target must differ")
-    u = (np.asarray(best, dtype=np.float64) - y_init) / (y_target - y_init)
+    if y_floor == y_target:
+        raise ValueError("y_floor and y_target must differ")
+    u = (np.asarray(best, dtype=np.float64) - y_floor) / (y_target - y_floor)
     return np.nan_to_num(np.clip(u, 0.0, 1.0), nan=0.0)
 
 
@@ -177,7 +177,7 @@ def reach(curves: pd.DataFrame, axis: Axis) -> pd.Series:
 
 
 def progress_auc(
-    curves: pd.DataFrame, y_init: float, y_target: float, horizon: int | Mapping[str, int]
+    curves: pd.DataFrame, y_floor: float, y_target: float, horizon: int | Mapping[str, int]
 ) -> pd.Series:
     """Normalised area under each run's progress curve over the first ``horizon`` evaluations.
 
@@ -186,7 +186,7 @@ def progress_auc(
 
     Args:
         curves: Output of :func:`best_so_far`.
-        y_init: Progress bound of the initial program.
+        y_floor: Score at u = 0 (the run's draw's floor, :attr:`Progress.y_floor`).
         y_target: Progress bound regarded as solved.
         horizon: Number of evaluations the area covers, one for all runs or per run id (a run
             absent from the mapping uses its own length).
@@ -207,7 +207,7 @@ def progress_auc(
         raise ValueError("horizon must be >= 1")
     per_row = h.reindex(curves["run_id"].astype(str)).to_numpy()
     within = curves[curves["evaluations"].to_numpy() <= per_row]
-    u = pd.Series(progress_of(within["best"], y_init, y_target), index=within.index)
+    u = pd.Series(progress_of(within["best"], y_floor, y_target), index=within.index)
     g = u.groupby(within["run_id"], sort=False, observed=True)
     total, n, last = g.sum(), g.size(), g.last()
     for s in (total, n, last):
@@ -217,7 +217,7 @@ def progress_auc(
 
 
 def progress_auc_on(
-    curves: pd.DataFrame, axis: Axis, budget: float, y_init: float, y_target: float
+    curves: pd.DataFrame, axis: Axis, budget: float, y_floor: float, y_target: float
 ) -> pd.Series:
     """Time- (or cost-) averaged progress over ``[0, budget]`` of ``axis``: ``(1/B) * integral u(x) dx``.
 
@@ -228,7 +228,7 @@ def progress_auc_on(
         curves: Output of :func:`best_so_far`.
         axis: ``wall_s`` or ``cost_usd`` (``evaluations`` is :func:`progress_auc`).
         budget: Positive end of the interval.
-        y_init: Progress bound of the initial program.
+        y_floor: Score at u = 0 (the run's draw's floor, :attr:`Progress.y_floor`).
         y_target: Progress bound regarded as solved.
 
     Returns:
@@ -240,7 +240,7 @@ def progress_auc_on(
     if not budget > 0:
         raise ValueError(f"an area needs a positive budget, got {budget}")
     x = np.clip(curves[axis].to_numpy(dtype=np.float64), 0.0, budget)
-    u = progress_of(curves["best"], y_init, y_target)
+    u = progress_of(curves["best"], y_floor, y_target)
     key = curves["run_id"].astype(str).to_numpy()
     nxt = pd.Series(x).groupby(key, sort=False).shift(-1).fillna(budget).to_numpy()
     area = pd.Series(u * (nxt - x)).groupby(key, sort=False).sum() / budget

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.envs.manifest import Progress
+
 from .anytime import (
     Axis,
     CandidatesMissingError,
@@ -31,6 +33,69 @@ RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 
 class VersionMixError(ValueError):
     """The selected runs of a variant were scored on different contents (content hashes)."""
+
+
+class KeyMixError(VersionMixError):
+    """The selected runs of a variant were scored on different held-out keys' draws.
+
+    They are never pooled: their scores and progress bounds are not on one scale.
+    """
+
+
+UNRECORDED_KEY = "unrecorded"
+"""Key label of rows made before keys were recorded."""
+
+
+def key_labels(df: pd.DataFrame) -> pd.Series:
+    """Each row's held-out key: a fingerprint, ``public``, ``none`` (no held-out draw) or ``unrecorded``."""
+    if "heldout_key" not in df:
+        return pd.Series(UNRECORDED_KEY, index=df.index, dtype=object)
+    return df["heldout_key"].map(lambda k: UNRECORDED_KEY if not isinstance(k, str) else (k or "none"))
+
+
+def _check_keys(variant: str, labels: pd.Series) -> None:
+    counts = labels.value_counts()
+    distinct = set(counts.index)
+    if "none" in distinct:  # the variant draws nothing from a key: older rows are on the same data
+        distinct.discard(UNRECORDED_KEY)
+    if len(distinct) > 1:
+        detail = ", ".join(f"{k} ({n} runs)" for k, n in counts.items())
+        pick = next(k for k in counts.index if k not in ("none", UNRECORDED_KEY))
+        raise KeyMixError(
+            f"{variant}: runs were scored on different held-out keys' draws: {detail}; scores and u of "
+            f"different keys are not comparable: compare one key's runs (e.g. --key {pick})"
+        )
+
+
+def rows_bounds(variant: str, rows: pd.DataFrame, progress: Progress) -> tuple[float, float]:
+    """``(y_floor, y_target)`` the rows were measured against (the manifest's for older rows).
+
+    Raises:
+        KeyMixError: If the rows recorded different bounds.
+    """
+    default = (progress.y_floor, progress.y_target)
+    pairs: set[tuple[float, float]] = set()
+    empty = pd.Series(math.nan, index=rows.index, dtype=float)
+    floors = pd.to_numeric(rows.get("y_floor", empty), errors="coerce")
+    targets = pd.to_numeric(rows.get("y_target", empty), errors="coerce")
+    for f, t in zip(floors, targets, strict=True):
+        pairs.add((float(f), float(t)) if math.isfinite(f) and math.isfinite(t) else default)
+    if len(pairs) > 1:
+        raise KeyMixError(f"{variant}: the runs were measured against different bounds {sorted(pairs)}")
+    return pairs.pop() if pairs else default
+
+
+def degenerate_note(variant: str, u: pd.Series) -> str | None:
+    """A note when every run has u = 0 or every run u = 1 (u, its AUC and IQM then say nothing)."""
+    if len(u) < 2:
+        return None
+    if bool((u <= 0.0).all()):
+        return (f"{variant}: u is 0 for every run (no run got above the progress floor): u, its AUC "
+                "and IQM cannot tell these agents apart; compare best scores")  # fmt: skip
+    if bool((u >= 1.0).all()):
+        return (f"{variant}: u is 1 for every run (every run reached the target): u, its AUC and IQM "
+                "cannot tell these agents apart; compare best scores")  # fmt: skip
+    return None
 
 
 class BudgetPastEndError(ValueError):
@@ -104,7 +169,13 @@ def _unit_map(units: Units) -> dict[str, str]:
 
 
 def select_runs(
-    lb: pd.DataFrame, variant: str, current_hash: str, units: Units, *, all_versions: bool
+    lb: pd.DataFrame,
+    variant: str,
+    current_hash: str,
+    units: Units,
+    *,
+    all_versions: bool,
+    key: str | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The leaderboard rows of ``variant`` for ``units``, one per (unit, seed), ``agent`` = unit label.
 
@@ -117,12 +188,14 @@ def select_runs(
         current_hash: The variant's content hash in this checkout.
         units: Unit label -> identities.
         all_versions: Allow mixing content hashes.
+        key: Keep only runs scored on this held-out key (fingerprint, ``public``, ``none``).
 
     Returns:
         The rows and the notes.
 
     Raises:
         VersionMixError: If the rows span several content hashes and ``all_versions`` is off.
+        KeyMixError: If the rows were scored on several held-out keys' draws (never pooled).
     """
     notes: list[str] = []
     if IDENTITY_COLUMN not in lb:
@@ -130,6 +203,9 @@ def select_runs(
     unit_of = _unit_map(units)
     df = lb[(lb["variant"] == variant) & lb[IDENTITY_COLUMN].isin(list(unit_of))].copy()
     df["agent"] = df[IDENTITY_COLUMN].map(unit_of)
+    if key is not None:
+        df = df[key_labels(df) == key]
+    _check_keys(variant, key_labels(df))
     hashes = df["env_hash"].value_counts()
     if len(hashes) > 1 and not all_versions:
         detail = ", ".join(f"{h} ({n} runs)" for h, n in hashes.items())
@@ -176,12 +252,12 @@ def variant_runs(
     variant: str,
     current_hash: str,
     maximize: bool,
-    y_init: float,
-    y_target: float,
+    progress: Progress,
     units: Units,
     results_dir: Path,
     budget: Budget = Budget(),
     all_versions: bool = False,
+    key: str | None = None,
 ) -> VariantRuns:
     """Select a variant's runs and compute score, progress u and progress AUC per run.
 
@@ -195,23 +271,25 @@ def variant_runs(
         variant: Variant id.
         current_hash: The variant's content hash in this checkout.
         maximize: Score direction.
-        y_init: Progress bound of the initial program.
-        y_target: Progress bound regarded as solved.
+        progress: The variant's manifest bounds (for rows that recorded none; u is computed
+            against the bounds the rows recorded, their draw's).
         units: Unit label -> identities to compare.
         results_dir: Directory holding the run directories.
         budget: Where to compare.
         all_versions: Allow mixing content hashes.
+        key: Keep only runs of this held-out key (:func:`select_runs`).
 
     Returns:
         The runs with their metrics.
 
     Raises:
-        VersionMixError: See :func:`select_runs`.
+        VersionMixError: See :func:`select_runs` (``KeyMixError`` too, and for mixed bounds).
         CandidatesMissingError: If a budget is set and a run's candidates are missing.
         BudgetPastEndError: If a budget lies past the end of a run.
         ValueError: If the budget is invalid.
     """
-    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions)
+    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions, key=key)
+    y_floor, y_target = rows_bounds(variant, rows, progress)
     axis = budget.axis()
     out = pd.DataFrame(
         {
@@ -219,10 +297,11 @@ def variant_runs(
             "agent": rows["agent"].astype(str),
             "seed": rows["seed"].astype(np.int64),
             "score": pd.to_numeric(rows["best_score"], errors="coerce").astype(np.float64),
-            "u": pd.to_numeric(rows["progress"], errors="coerce").fillna(0.0).astype(np.float64),
+            "u": 0.0,
             "auc": math.nan,
         }
     )
+    out["u"] = progress_of(out["score"].to_numpy(), y_floor, y_target)  # older rows: today's rule
     env_hash = _hash_of(rows, current_hash)
     paths = {rid: Path(results_dir) / rid / "candidates.parquet" for rid in out["run_id"]}
     absent = [rid for rid, p in paths.items() if not p.is_file()]
@@ -237,7 +316,7 @@ def variant_runs(
         )
     paths = {k: v for k, v in paths.items() if k not in absent}
     if not paths:
-        return VariantRuns(variant, env_hash, maximize, out, notes)
+        return VariantRuns(variant, env_hash, maximize, out, _with_degenerate(notes, variant, out))
     curves = best_so_far(
         read_candidates(paths, with_times=axis is not None and axis[0] == "wall_s"), maximize=maximize
     )
@@ -245,7 +324,7 @@ def variant_runs(
         _check_reach(variant, curves, axis[0], axis[1], budget.label())
         best = at_budget(curves, axis[0], axis[1]).reindex(out["run_id"]).to_numpy()
         out["score"] = best
-        out["u"] = progress_of(best, y_init, y_target)
+        out["u"] = progress_of(best, y_floor, y_target)
     if axis is None:
         horizons = {
             str(r): h
@@ -254,14 +333,19 @@ def variant_runs(
             )
             if (h := _budget_evaluations(b)) is not None
         }
-        auc: pd.Series | None = progress_auc(curves, y_init, y_target, horizons)
+        auc: pd.Series | None = progress_auc(curves, y_floor, y_target, horizons)
     elif axis[0] == "evaluations":
-        auc = progress_auc(curves, y_init, y_target, max(int(axis[1]), 1))
+        auc = progress_auc(curves, y_floor, y_target, max(int(axis[1]), 1))
     else:
-        auc = progress_auc_on(curves, axis[0], axis[1], y_init, y_target) if axis[1] > 0 else None
+        auc = progress_auc_on(curves, axis[0], axis[1], y_floor, y_target) if axis[1] > 0 else None
     if auc is not None:
         out["auc"] = auc.reindex(out["run_id"]).to_numpy()
-    return VariantRuns(variant, env_hash, maximize, out, notes)
+    return VariantRuns(variant, env_hash, maximize, out, _with_degenerate(notes, variant, out))
+
+
+def _with_degenerate(notes: list[str], variant: str, out: pd.DataFrame) -> list[str]:
+    note = degenerate_note(variant, out["u"])
+    return [*notes, note] if note else notes
 
 
 def _hash_of(rows: pd.DataFrame, default: str) -> str:
@@ -279,7 +363,9 @@ def agent_curves(
     results_dir: Path,
     with_times: bool = False,
     all_versions: bool = False,
-) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    progress: Progress | None = None,
+    key: str | None = None,
+) -> tuple[dict[str, pd.DataFrame], list[str], tuple[float, float] | None]:
     """Best-so-far curves of a variant's runs, grouped by unit (one run per unit and seed).
 
     Args:
@@ -291,9 +377,12 @@ def agent_curves(
         results_dir: Directory holding the run directories.
         with_times: Also compute the wall-time axis.
         all_versions: Allow mixing content hashes.
+        progress: The variant's manifest bounds; given, the runs' own ``(y_floor, y_target)`` is returned.
+        key: Keep only runs of this held-out key (:func:`select_runs`).
 
     Returns:
-        Unit label -> curves, and notes (runs skipped because their candidates are missing).
+        Unit label -> curves, notes (runs skipped because their candidates are missing), and the
+        runs' progress bounds (None when ``progress`` is not given).
 
     Raises:
         VersionMixError: See :func:`select_runs`.
@@ -301,16 +390,17 @@ def agent_curves(
     lb = with_identity(lb) if IDENTITY_COLUMN not in lb else lb
     if units is None:
         units = {i: (i,) for i in sorted(set(lb.loc[lb["variant"] == variant, IDENTITY_COLUMN].astype(str)))}
-    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions)
+    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions, key=key)
+    bounds = rows_bounds(variant, rows, progress) if progress is not None else None
     paths = {str(r): Path(results_dir) / str(r) / "candidates.parquet" for r in rows["run_id"]}
     absent = [rid for rid, p in paths.items() if not p.is_file()]
     if absent:
         notes.append(f"{variant}: no candidates in {results_dir} for {', '.join(absent)}; not plotted")
     paths = {k: v for k, v in paths.items() if k not in absent}
     if not paths:
-        return {}, notes
+        return {}, notes, bounds
     curves = best_so_far(read_candidates(paths, with_times=with_times), maximize=maximize)
     agent_of = dict(zip(rows["run_id"].astype(str), rows["agent"].astype(str), strict=True))
     cats = curves["run_id"].cat
     by_agent = np.asarray([agent_of[str(c)] for c in cats.categories], dtype=object)[cats.codes.to_numpy()]
-    return {str(a): g.reset_index(drop=True) for a, g in curves.groupby(by_agent, sort=True)}, notes
+    return {str(a): g.reset_index(drop=True) for a, g in curves.groupby(by_agent, sort=True)}, notes, bounds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -70,19 +71,45 @@ class Hardware(_Strict):
     also counts towards ``memory_mb`` (keep the quota well below it)."""
 
 
+DEFAULT_HEADROOM = 0.25
+"""Floor of u below the initial program, in units of the initial-to-target span (:class:`Progress`)."""
+
+
 class Progress(_Strict):
-    """Bounds of the normalised progress u = clamp((y - y_init) / (y_target - y_init), 0, 1)."""
+    """Bounds of the normalised progress u = clamp((y - y_floor) / (y_target - y_floor), 0, 1).
+
+    ``y_floor = y_init - headroom * (y_target - y_init)``: the initial program sits strictly inside
+    (0, 1) (u = headroom / (1 + headroom), 0.2 by default), so a run that gets worse than where it
+    started shows as a drop, and noise around the initial score never pins every run at 0. The RL
+    reward of the learning agents keeps the paper's bounds (0 at ``y_init``, see
+    :func:`harness.scoring.progress.progress_reward`).
+    """
 
     y_init: float
-    """Combined score of the initial program (u = 0)."""
+    """Combined score of the initial program (on the public draw where the scorer draws)."""
     y_target: float
     """Combined score regarded as solved (u = 1)."""
+    headroom: float | None = Field(default=None, ge=0.0, le=10.0)
+    """Floor below ``y_init`` in units of the span ``y_target - y_init`` (None: ``DEFAULT_HEADROOM``).
+    Larger for scores whose noise is wide against the span (kernel timings)."""
 
     @model_validator(mode="after")
     def _distinct(self) -> Progress:
         if self.y_init == self.y_target:
             raise ValueError("y_init and y_target must differ")
         return self
+
+    @property
+    def y_floor(self) -> float:
+        """Score at which u = 0 (below ``y_init`` in the variant's direction)."""
+        h = DEFAULT_HEADROOM if self.headroom is None else self.headroom
+        return self.y_init - h * (self.y_target - self.y_init)
+
+    def u(self, y: float | None) -> float:
+        """Normalised progress of score ``y`` (None or non-finite: 0)."""
+        if y is None or not math.isfinite(y):
+            return 0.0
+        return min(1.0, max(0.0, (y - self.y_floor) / (self.y_target - self.y_floor)))
 
 
 class DataSource(_Strict):

@@ -243,7 +243,7 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
             "hardware": (ov.hardware or fam.hardware).model_dump(),
             "params": params,
             "data": [d.model_dump() for _, d in data],
-            "progress": (ov.progress or manifest.progress).model_dump(),
+            "progress": (ov.progress or manifest.progress).model_dump(exclude_none=True),
         }
         out.append(
             Variant(

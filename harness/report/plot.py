@@ -140,7 +140,7 @@ def curves_figure(
     *,
     axis: Axis = "evaluations",
     metric: str = "score",
-    y_init: float | None = None,
+    y_floor: float | None = None,
     y_target: float | None = None,
     title: str = "",
     level: float = 0.95,
@@ -155,7 +155,7 @@ def curves_figure(
         curves: Agent -> its runs' curves (:func:`~harness.compare.anytime.best_so_far`).
         axis: x axis.
         metric: ``score`` (raw best score) or ``u`` (normalised progress; needs the bounds).
-        y_init: Progress bound of the initial program (for ``u``).
+        y_floor: Score at u = 0 (for ``u``; :attr:`Progress.y_floor` of the runs' draw).
         y_target: Progress bound regarded as solved (for ``u``).
         title: Figure title.
         level: Confidence level of the bands.
@@ -169,8 +169,8 @@ def curves_figure(
     """
     if not curves or all(c.empty for c in curves.values()):
         raise ValueError("no runs to plot")
-    if metric == "u" and (y_init is None or y_target is None):
-        raise ValueError("metric u needs y_init and y_target")
+    if metric == "u" and (y_floor is None or y_target is None):
+        raise ValueError("metric u needs y_floor and y_target")
     grid = _grid(curves, axis)
     fig = Figure(figsize=(8.0, 4.8), layout="constrained")
     ax = fig.add_subplot()
@@ -181,7 +181,7 @@ def curves_figure(
             continue
         c = c.copy()
         if metric == "u":
-            c["value"] = progress_of(c["best"], float(y_init), float(y_target))  # type: ignore[arg-type]
+            c["value"] = progress_of(c["best"], float(y_floor), float(y_target))  # type: ignore[arg-type]
         else:
             c["value"] = c["best"]
         runs, vals, run_ends = run_values(c, axis, grid, fill=0.0 if metric == "u" else None)
@@ -203,7 +203,7 @@ def curves_figure(
         what = f"n={len(runs)}" + ("" if n_max == len(runs) else f", {n_max} scored")
         ends.append((f"{agent} ({what})", float(mean[finite[-1]]) if finite.size else math.nan, color))
     for name, value in sorted((references or {}).items()):
-        y = progress_of(pd.Series([value]), float(y_init), float(y_target))[0] if metric == "u" else value  # type: ignore[arg-type]
+        y = progress_of(pd.Series([value]), float(y_floor), float(y_target))[0] if metric == "u" else value  # type: ignore[arg-type]
         ax.axhline(float(y), color="0.35", ls="--", lw=1.2)
         ends.append((f"[ref] {name}", float(y), "0.35"))
     ymin, ymax = ax.get_ylim()

@@ -212,7 +212,9 @@ def build_run_report(run_dir: Path) -> str:
         cands = pd.DataFrame([r.model_dump(mode="json") for r in store.rows()])
     try:
         v = default_registry().get(info.env_id)
-        maximize, bounds = v.maximize, (v.progress.y_init, v.progress.y_target)
+        pb = info.progress_bounds  # the run's own draw's bounds; older runs: the manifest's
+        maximize = v.maximize
+        bounds = (pb.y_floor, pb.y_target) if pb else (v.progress.y_floor, v.progress.y_target)
     except UnknownIdError:
         maximize, bounds = True, None
     sections: list[tuple[str, str]] = [("Configuration and provenance", page.kv_table(_config_pairs(store)))]
@@ -234,7 +236,7 @@ def build_run_report(run_dir: Path) -> str:
                     curves_figure(
                         {info.agent: curves},
                         metric="u",
-                        y_init=bounds[0],
+                        y_floor=bounds[0],
                         y_target=bounds[1],
                         title="normalised progress u",
                     )

@@ -22,6 +22,7 @@ def build_variant_report(
     *,
     all_versions: bool = False,
     n_resamples: int = 4000,
+    key: str | None = None,
 ) -> str:
     """Render the report of every agent's runs on one variant.
 
@@ -31,12 +32,14 @@ def build_variant_report(
         results_dir: Directory holding the run directories.
         all_versions: Pool runs scored on different contents.
         n_resamples: Bootstrap resamples of the comparison.
+        key: Only runs scored on this held-out key (runs of different keys are never pooled).
 
     Returns:
         The HTML document.
 
     Raises:
-        VersionMixError: If runs span several contents and ``all_versions`` is off.
+        VersionMixError: If runs span several contents and ``all_versions`` is off, or several
+            held-out keys (``KeyMixError``).
         ValueError: If the variant has no finished runs.
     """
     lb = with_identity(load_leaderboard(leaderboard_dir, variant.family))
@@ -52,15 +55,14 @@ def build_variant_report(
         maximize=variant.maximize,
         results_dir=results_dir,
         all_versions=all_versions,
+        key=key,
     )
-    curves, notes = agent_curves(lb, units=units, **common)
+    curves, notes, bounds = agent_curves(lb, units=units, progress=variant.progress, **common)
     sections: list[tuple[str, str]] = []
     s = summarize(lb if all_versions else lb[lb["env_hash"] == lb["env_hash"].mode().iloc[0]], variant.id)
     sections.append(("Leaderboard", page.table(list(s.columns), s.itertuples(index=False))))
     if len(agents) >= 2:
-        vr = variant_runs(
-            lb, y_init=variant.progress.y_init, y_target=variant.progress.y_target, units=units, **common
-        )
+        vr = variant_runs(lb, progress=variant.progress, units=units, **common)
         c = compare([vr], agents, n_resamples=n_resamples)
         rows = [
             (
@@ -111,8 +113,8 @@ def build_variant_report(
                     curves_figure(
                         curves,
                         metric="u",
-                        y_init=variant.progress.y_init,
-                        y_target=variant.progress.y_target,
+                        y_floor=bounds[0] if bounds else None,
+                        y_target=bounds[1] if bounds else None,
                         title=f"{variant.id}: normalised progress u",
                     )
                 ),

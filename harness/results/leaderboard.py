@@ -161,7 +161,8 @@ def build_leaderboard_row(
     """Summarise a run's journal into its leaderboard row.
 
     The best score is the direction-aware best over ``ok`` evaluations; progress is measured
-    against the variant's bounds (0 when nothing scored).
+    against the run's recorded bounds (``RunInfo.progress_bounds``: its draw's), else the
+    variant's manifest bounds (0 when nothing scored).
 
     Args:
         info: The run header.
@@ -185,7 +186,12 @@ def build_leaderboard_row(
     ]
     maximize = variant.direction is Direction.MAXIMIZE
     best = (max(scores) if maximize else min(scores)) if scores else None
-    progress = normalized_progress(best, variant.progress.y_init, variant.progress.y_target)
+    bounds = info.progress_bounds
+    if bounds is not None:
+        floor, target, key = bounds.y_floor, bounds.y_target, bounds.key
+    else:  # a run made before bounds were recorded: the manifest's, key unknown
+        floor, target, key = variant.progress.y_floor, variant.progress.y_target, None
+    progress = normalized_progress(best, floor, target)
     return LeaderboardRow(
         run_id=info.run_id,
         family=info.family,
@@ -210,6 +216,9 @@ def build_leaderboard_row(
         cost_usd=math.fsum(r.cost_usd for r in rows),
         adapter_version=_int_or_none(info.agent_summary.get("adapter_version")),
         agent_summary_json=json.dumps(info.agent_summary, sort_keys=True) if info.agent_summary else None,
+        y_floor=floor,
+        y_target=target,
+        heldout_key=key,
     )
 
 

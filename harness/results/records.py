@@ -12,6 +12,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness.envs.draw_bounds import DrawBounds
 from harness.envs.manifest import Direction
 from harness.evaluation.result import CaseRecord, EvalResult, Status
 
@@ -108,6 +109,9 @@ class RunInfo(_Record):
     agent_summary: dict[str, Any] = Field(default_factory=dict)
     """What the agent reports about itself at the end (a learning agent: adapter version,
     trainer steps, skipped updates); JSON values only."""
+    progress_bounds: DrawBounds | None = None
+    """The bounds u is measured against (a held-out key's own, measured once per key; None in runs
+    made before bounds were recorded: the variant's manifest bounds)."""
 
     _finite_best = field_validator("best_score")(_check_finite)
 
@@ -293,6 +297,13 @@ class LeaderboardRow(_Record):
     """Final adapter version of a learning agent's trained policy (None: nothing trained)."""
     agent_summary_json: str | None = None
     """JSON of the agent's end-of-run summary (``RunInfo.agent_summary``); None for older rows."""
+    y_floor: float | None = None
+    """Score at u = 0 for this run's draw (None in older rows: the variant's manifest bounds)."""
+    y_target: float | None = None
+    """Score at u = 1 for this run's draw (None in older rows)."""
+    heldout_key: str | None = None
+    """Fingerprint of the held-out key the run was scored on, ``public`` (the public draw of a keyed
+    variant), empty (a variant without a held-out draw); None in older rows."""
 
     _finite_best = field_validator("best_score")(_check_finite)
 

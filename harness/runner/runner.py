@@ -7,13 +7,15 @@ import logging
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from harness.budget import Budget, BudgetExhausted
+from harness.envs.draw_bounds import DrawBounds, bounds_for, key_label
 from harness.envs.registry import Variant
+from harness.evaluation.result import Status
 from harness.results.provenance import git_state, host_info, package_versions
 from harness.results.records import RunInfo, RunStatus, utc_now_iso
 from harness.results.store import RunStore
@@ -162,6 +164,10 @@ def drive(
             f"run {info.run_id} was made on {info.env_id}@{info.env_hash}; the environment "
             f"now hashes to {variant.hash}. Start a new run."
         )
+    bounds = run_bounds(info, variant, backend)
+    if info.progress_bounds != bounds:
+        store.write_info(info.model_copy(update={"progress_bounds": bounds}))
+        info = store.info
     budget = Budget.model_validate(info.budget)
     last_flush = [time.monotonic()]
 
@@ -173,7 +179,7 @@ def drive(
             last_flush[0] = time.monotonic()
 
     ctx = RunContext(
-        task=task_spec(variant),
+        task=replace(task_spec(variant), progress=bounds.progress()),
         variant=variant,
         budget=budget,
         seed=info.seed,
@@ -259,6 +265,31 @@ def _close_out(
         failed = final.model_copy(update={"status": "failed", "error": describe_error(e)[:1000]})
         store.write_info(failed, durable_fallback=True)
         raise
+
+
+def run_bounds(info: RunInfo, variant: Variant, backend: Sandbox) -> DrawBounds:
+    """The progress bounds of a run: those it recorded, else its draw's (measured once per key).
+
+    Raises:
+        ResumeError: If the run was started on another held-out key than the one in use (its
+            later evaluations would score a different draw).
+        BoundsError: If the initial program does not score on this key's draw.
+    """
+    key = key_label(variant)
+    if info.progress_bounds is not None:
+        if info.progress_bounds.key != key:
+            raise ResumeError(
+                f"run {info.run_id} was scored on held-out key {info.progress_bounds.key or 'none'}; "
+                f"the key in use is {key or 'none'} (`bench key show`). Resume it with that key."
+            )
+        return info.progress_bounds
+
+    def score_initial() -> float | None:
+        log.info("%s: scoring the initial program once on held-out key %s", variant.id, key)
+        result = backend.evaluate(variant, variant.initial_program)
+        return result.score if result.status is Status.OK else None
+
+    return bounds_for(variant, score_initial)
 
 
 def open_for_resume(run_dir: Path) -> RunStore:

@@ -5,7 +5,7 @@ without a line here (a family missing from the tables below fails, so the check 
 
 * every tiny variant's data is present, or it declares none (tiny variants run offline);
 * its honest baseline (the initial program) evaluates ``ok`` on the local backend with a finite
-  score that is not past the declared progress target (a kernel timing: positive), and per-case
+  score whose progress u lies clearly inside (0, 1) (a kernel timing: positive), and per-case
   results come back exactly where the family scores units (``CASE_FAMILIES``);
 * the hostile corpus (``tests/environments/test_hacks.py``) runs against the family;
 * a program written only to the declared contract is scored: for Python, imports plus one function
@@ -26,6 +26,7 @@ import pytest
 
 from evobench.cli import commands_info
 from harness.envs.data import require_data
+from harness.envs.draw_bounds import bounds_for
 from harness.envs.manifest import Language
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
@@ -266,8 +267,7 @@ def test_program_with_only_the_declared_entry_point_is_scored(
 # benchmark shapes, splits, assays. The others report only aggregate metrics.
 CASE_FAMILIES = {"ahc039", "ahc058", "eplb", "kernelbench", "llm_sr", "mla_decode", "multi_evolve", "trimul"}
 NO_CASE_FAMILIES = {"kuairec", "selftest", "selftest_bandit"}
-# Families whose combined score is a kernel time or speedup: on a loaded machine an honest CPU run
-# can land past the progress target (kernelbench-tiny measured 1.58x against a 1.5x target).
+# Families whose combined score is a kernel time or speedup (machine- and load-dependent).
 TIMED_FAMILIES = {"kernelbench", "mla_decode", "trimul"}
 
 
@@ -284,7 +284,7 @@ def test_tiny_variant_needs_no_data_or_has_it(variant: Variant) -> None:
 
 
 @pytest.mark.parametrize("variant", all_tiny_variants(), ids=lambda v: v.id)
-def test_honest_baseline_is_ok_finite_and_not_past_the_target(
+def test_honest_baseline_is_ok_finite_and_inside_its_progress_bounds(
     local_cold_backend: LocalBackend, variant: Variant
 ) -> None:
     result = local_cold_backend.evaluate(variant, variant.initial_program)
@@ -293,11 +293,15 @@ def test_honest_baseline_is_ok_finite_and_not_past_the_target(
     score = result.score
     assert score is not None and math.isfinite(score) and result.metrics[variant.combined] == score
     assert all(math.isfinite(float(x)) for x in result.metrics.values() if isinstance(x, int | float))
-    target = variant.progress.y_target  # the baseline is where progress starts, never past the target
-    if variant.family in TIMED_FAMILIES:  # a time or a speedup: positive, its noise is not bounded here
+    if variant.family in TIMED_FAMILIES:  # a time or a speedup
         assert score > 0, score
-    else:
-        assert score <= target if variant.maximize else score >= target, (score, variant.progress)
+    # The unchanged program is clearly inside (0, 1) on the draw it is scored on (a held-out key's
+    # bounds are its own; a timing's bounds leave room for the noise of this loaded machine), so
+    # neither the floor nor the target is decided by noise.
+    if variant.family == "selftest":  # the sandbox probe, not a benchmark: it scores 1 when it ran
+        return
+    u = bounds_for(variant, lambda: score).u(score)
+    assert 0.05 < u < 0.95, (variant.id, score, u, variant.progress)
     assert bool(result.cases) == (variant.family in CASE_FAMILIES), result.cases[:3]
     for case in result.cases:
         assert case.name and case.status, case

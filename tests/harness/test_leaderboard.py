@@ -194,7 +194,8 @@ def _cand(seq: int, status: Status, score: float | None, cost: float = 0.0) -> C
 
 @pytest.mark.parametrize(
     ("direction", "y_init", "y_target", "best", "progress"),
-    [(Direction.MAXIMIZE, 0.0, 10.0, 8.0, 0.8), (Direction.MINIMIZE, 10.0, 0.0, 2.0, 0.8)],
+    # u = (y - floor) / (target - floor), floor a quarter span below y_init: (8 + 2.5) / 12.5
+    [(Direction.MAXIMIZE, 0.0, 10.0, 8.0, 0.84), (Direction.MINIMIZE, 10.0, 0.0, 2.0, 0.84)],
 )
 def test_build_leaderboard_row(
     direction: Direction, y_init: float, y_target: float, best: float, progress: float

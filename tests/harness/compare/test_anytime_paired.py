@@ -12,6 +12,7 @@ from harness.compare.identity import resolve, with_identity
 from harness.compare.paired import compare
 from harness.compare.select import Budget, VersionMixError, variant_runs
 from harness.compare.tables import comparison_csv, comparison_frame, comparison_json, frame_markdown
+from harness.envs.manifest import Progress
 from harness.results.leaderboard import load_leaderboard
 
 
@@ -24,8 +25,7 @@ def _vr(store: Any, agents: tuple[str, ...] = ("A", "B"), **kw: Any) -> Any:
         variant=variant,
         current_hash="h1",
         maximize=kw.pop("maximize", True),
-        y_init=0.0,
-        y_target=10.0,
+        progress=Progress(y_init=0.0, y_target=10.0, headroom=0.0),
         units={k.split("@")[0]: v for k, v in sel.units.items()},
         results_dir=store.results,
         **kw,

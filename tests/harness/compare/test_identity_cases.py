@@ -20,6 +20,7 @@ from harness.compare.identity import (
 )
 from harness.compare.paired import compare
 from harness.compare.select import Budget, BudgetPastEndError, VariantRuns, variant_runs
+from harness.envs.manifest import Progress
 from harness.results.leaderboard import load_leaderboard, summarize
 
 
@@ -38,8 +39,7 @@ def _vr(
         variant=variant,
         current_hash="h1",
         maximize=kw.pop("maximize", True),
-        y_init=0.0,
-        y_target=10.0,
+        progress=Progress(y_init=0.0, y_target=10.0, headroom=0.0),
         units=sel.units,
         results_dir=store.results,
         **kw,

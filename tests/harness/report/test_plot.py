@@ -117,6 +117,6 @@ def test_curves_figure_labels_lines_directly_and_writes_valid_svg(tmp_path: Path
     assert sorted(t.get_text() for t in ax.texts) == ["[ref] ttt", "alpha (n=2)"]  # labelled, not a run
     assert any(list(line.get_ydata()) == [2.75, 2.75] and line.get_linestyle() == "--" for line in ax.lines)
     u = curves_figure(
-        {"alpha": a}, axis="cost_usd", metric="u", y_init=1.0, y_target=3.0, references={"t": 2.0}
+        {"alpha": a}, axis="cost_usd", metric="u", y_floor=1.0, y_target=3.0, references={"t": 2.0}
     )
     assert any(list(line.get_ydata()) == [0.5, 0.5] for line in u.axes[0].lines)  # on the u scale
