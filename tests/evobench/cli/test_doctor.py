@@ -64,6 +64,10 @@ def test_exit_nonzero_when_evaluations_cannot_work(
 def test_unknown_check_is_a_usage_error() -> None:
     with pytest.raises(SystemExit, match="unknown check"):
         doctor(skip=("gpu-magic",))
+    with pytest.raises(SystemExit, match="--env takes GPU variants"):
+        doctor(gpu=True, env=("eplb-tiny",))
+    with pytest.raises(SystemExit, match="go with --gpu"):
+        doctor(prepare=True)
 
 
 def test_modal_credentials_reported_never_printed(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -117,7 +121,9 @@ def _h100_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     ok = 'RESULT {"status": "ok", "reason": ""}\n5 passed in 1s'
     runner = lambda argv, cap, cwd, env: CappedResult(0, ok, 1.0)  # noqa: E731
     monkeypatch.setattr(
-        gpu, "run_gpu_doctor", lambda facts, skip: real(facts, skip, runner, docker=_Docker())
+        gpu,
+        "run_gpu_doctor",
+        lambda facts, skip, only: real(facts, skip, runner, docker=_Docker(), only=only),
     )
     monkeypatch.setattr(build, "docker_client", _Docker)
 

@@ -47,7 +47,8 @@ class FakeRunner:
     """Answers each capped command from ``answer(argv)``; a timed-out one takes its whole cap."""
 
     def __init__(self, clock: Clock, answer: Any) -> None:
-        self.clock, self.answer, self.calls = clock, answer, []
+        self.clock, self.answer = clock, answer
+        self.calls: list[tuple[list[str], float]] = []
 
     def __call__(
         self, argv: Sequence[str], cap: float, cwd: Path | None, env: dict[str, str] | None
@@ -161,7 +162,7 @@ def test_evals_run_each_variant_under_its_cap_and_time_out_as_not_checked(clock:
     assert caps == [gpu.EVAL_CAP_S, TIME_BUDGET_S["evals"] - gpu.EVAL_CAP_S]  # the third is never started
     assert row.verdict == "not checked"
     assert "killed at its 240 s cap (a full evaluation" in row.details[0]
-    assert "cap ran out" in row.details[2]
+    assert "cap ran out; run `bench doctor --gpu --env trimul-h100-copy2`" in row.details[2]
     assert all(argv[1:3] == ["-m", "harness.doctor.eval_one"] for argv, _ in runner.calls)
 
 
@@ -294,3 +295,21 @@ def test_with_a_gpu_and_nothing_prepared_it_exits_1_and_names_the_commands(clock
     skipped = run_gpu_doctor(H100, skip=("images", "evals"), variants=GPU_VARIANTS,
                              runner=FakeRunner(clock, _passing))  # fmt: skip
     assert [r.verdict for r in skipped if r.name in ("images", "evals")] == ["skipped", "skipped"]
+
+
+def test_evals_row_runs_a_real_evaluation_in_its_capped_child() -> None:
+    # The real path end to end on a CPU variant: run_capped -> harness.doctor.eval_one -> local sandbox.
+    from harness.doctor.capped import run_capped
+
+    v = default_registry().get("selftest-tiny")
+    row = gpu.row_evals(H100, [v], run_capped, 120)
+    assert row.verdict == "go", row
+    assert row.details[0].split(":")[1].strip().startswith("ok")
+
+
+def test_env_restricts_images_and_evals_to_the_named_variants(clock: Clock) -> None:
+    runner = FakeRunner(clock, _passing)
+    rows = run_gpu_doctor(H100, skip=("images",), variants=GPU_VARIANTS, runner=runner, only=("kuairec",))
+    evals = next(r for r in rows if r.name == "evals")
+    assert [d.split(":")[0] for d in evals.details] == ["kuairec"]
+    assert not any("harness.doctor.eval_one" in argv for argv, _ in runner.calls)  # its data is missing
