@@ -25,8 +25,10 @@ vllm        120   vLLM sampling with a LoRA adapter, alone and in the learning a
 Only variants whose GPU fits this machine are evaluated (no override runs of other GPUs'
 variants). Exit status (:func:`exit_code`): 1 on any ``no-go``, and, where a GPU is present, on any
 ``not checked``; ``bench doctor --gpu --prepare`` runs the commands the ``not checked`` rows name
-(:func:`~harness.doctor.gpu_rows.prepare_steps`). Without a GPU every row lists what it would check
-and the exit status is 0.
+(:func:`~harness.doctor.gpu_rows.prepare_steps`); ``--env ID`` checks only the named variants
+(those a run's caps left not checked: 17 variants fit an A100, 21 s each in 360 s);
+``--skip images`` where the Docker backend will not be used (no daemon: ``not checked``). Without a
+GPU every row lists what it would check and the exit status is 0.
 """
 
 from __future__ import annotations
