@@ -58,6 +58,10 @@ class Hardware(_Strict):
     """GPU type (e.g. ``H100``); empty for CPU-only variants."""
     gpu_count: int = 0
     """Number of GPUs requested."""
+    gpu_memory_gib: float = Field(default=0.0, ge=0.0)
+    """GPU memory one evaluation needs on each of its GPUs, in GiB of the device's total as torch
+    reports it; 0: any GPU of the model ``gpu`` has enough. ``bench doctor --gpu`` evaluates a
+    variant only where both the model and this memory fit."""
     pids: int = 64
     """Maximum number of processes the candidate may have at once."""
     output_kb: int = 64

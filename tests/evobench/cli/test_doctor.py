@@ -64,6 +64,10 @@ def test_exit_nonzero_when_evaluations_cannot_work(
 def test_unknown_check_is_a_usage_error() -> None:
     with pytest.raises(SystemExit, match="unknown check"):
         doctor(skip=("gpu-magic",))
+    with pytest.raises(SystemExit, match="--env takes GPU variants"):
+        doctor(gpu=True, env=("eplb-tiny",))
+    with pytest.raises(SystemExit, match="go with --gpu"):
+        doctor(prepare=True)
 
 
 def test_modal_credentials_reported_never_printed(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -77,3 +81,82 @@ def test_modal_credentials_reported_never_printed(tmp_path) -> None:  # type: ig
     have = run(*skip, env={"MODAL_TOKEN_ID": "ak-visible-id", "MODAL_TOKEN_SECRET": secret})
     assert "credentials configured" in have.stdout
     assert secret not in have.stdout + have.stderr
+
+
+def test_gpu_without_a_gpu_lists_what_it_would_check_and_exits_0() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the full doctor takes minutes")
+    r = run("--gpu", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["go"] is False and out["gpu"] is False and out["prepare"] == []
+    assert [row["verdict"] for row in out["rows"]] == ["not checked"] * 7
+    assert all(row["details"][0].startswith("would check:") for row in out["rows"])
+
+
+class _Docker:
+    """A Docker daemon with no evobench image built."""
+
+    def __init__(self) -> None:
+        self.images = self
+
+    def get(self, tag: str) -> None:
+        from docker.errors import ImageNotFound
+
+        raise ImageNotFound(tag)
+
+
+def _h100_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This process believes it has one H100, no data, no image; every capped command passes."""
+    pytest.importorskip("docker")
+    from harness.doctor import gpu
+    from harness.doctor.capped import CappedResult
+    from harness.images import build
+
+    monkeypatch.setenv("EVOBENCH_DATA", str(tmp_path / "data"))
+    facts = gpu.GpuFacts("580.65.06", "13.0", ["NVIDIA H100 80GB HBM3"], [79.1])
+    monkeypatch.setattr(gpu, "gather_facts", lambda: facts)
+    real = gpu.run_gpu_doctor
+    ok = 'RESULT {"status": "ok", "reason": ""}\n5 passed in 1s'
+    runner = lambda argv, cap, cwd, env: CappedResult(0, ok, 1.0)  # noqa: E731
+    monkeypatch.setattr(
+        gpu,
+        "run_gpu_doctor",
+        lambda facts, skip, only: real(facts, skip, runner, docker=_Docker(), only=only),
+    )
+    monkeypatch.setattr(build, "docker_client", _Docker)
+
+
+def test_gpu_with_nothing_prepared_exits_1_and_prints_the_commands(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _h100_here(monkeypatch, tmp_path)
+    assert doctor(gpu=True) == 1
+    out = capsys.readouterr().out
+    assert "bench doctor --gpu --prepare" in out
+    for cmd in (
+        "bench images build --env trimul-h100",
+        "bench data fetch kuairec",
+        "bench images build --env kuairec",
+    ):
+        assert cmd in out
+
+
+def test_gpu_prepare_runs_those_commands_first(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from evobench.cli import commands_doctor
+
+    _h100_here(monkeypatch, tmp_path)
+    ran: list[list[str]] = []
+
+    def fake_run(argv: list[str], check: bool) -> subprocess.CompletedProcess[str]:
+        ran.append(argv)
+        return subprocess.CompletedProcess(argv, 1 if "kuairec" in argv else 0)
+
+    monkeypatch.setattr(commands_doctor.subprocess, "run", fake_run)
+    assert doctor(gpu=True, prepare=True) == 1  # the data fetch failed: the checks do not run
+    bench = [sys.executable, "-m", "evobench.cli.main"]
+    assert ran == [[*bench, "images", "build", "--env", "trimul-h100"], [*bench, "data", "fetch", "kuairec"]]
+    assert "`bench data fetch kuairec` failed" in capsys.readouterr().err
