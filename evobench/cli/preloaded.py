@@ -8,8 +8,8 @@ exit code, stdout and stderr, stdin from ``/dev/null``, its ``atexit`` handlers 
 exactly as ``bench`` would run it; only the imports are shared.
 
 Forking a process is safe only while it has one thread: the server checks that before every fork
-and refuses otherwise. Protocol (one JSON object per line): request ``{"argv", "env", "stdout",
-"stderr"}`` on the server's stdin; replies ``{"pid"}`` when the child started and ``{"code"}``
+and refuses otherwise. Protocol (one JSON object per line): request ``{"argv", "env", "cwd",
+"stdout", "stderr"}`` on the server's stdin; replies ``{"pid"}`` when the child started and ``{"code"}``
 (the exit code, or minus the signal that killed it) when it ended.
 """
 
@@ -52,6 +52,8 @@ def _child(request: Mapping[str, Any]) -> None:
             os.close(out)
         env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
         os.environ.update(env)
+        if request.get("cwd"):
+            os.chdir(str(request["cwd"]))
         if env.get("PYTHONWARNINGS") in {"ignore", "default", "error", "always", "module", "once"}:
             import warnings  # read at interpreter start only: apply it as a fresh process would
 
@@ -164,9 +166,14 @@ class PreloadedBench:
         return reply
 
     def run(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        cwd: Path | str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run ``bench ARGV`` in a forked child; its output is returned when it ends.
+        """Run ``bench ARGV`` in a forked child (in ``cwd`` if given); its output is returned when it ends.
 
         Raises:
             PreloadError: If the server is not running or breaks the protocol.
@@ -176,7 +183,7 @@ class PreloadedBench:
             raise PreloadError("PreloadedBench is used outside its with block")
         self._runs += 1
         files = {k: str(Path(self._tmp.name) / f"{self._runs}.{k}") for k in ("stdout", "stderr")}
-        request = {"argv": list(argv), "env": dict(env or {}), **files}
+        request = {"argv": list(argv), "env": dict(env or {}), "cwd": str(cwd) if cwd else "", **files}
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
         pid = int(self._reply(None)["pid"])

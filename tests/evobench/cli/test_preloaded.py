@@ -26,6 +26,19 @@ def test_commands_answer_as_fresh_processes_do(tmp_path: Path) -> None:
     assert unknown.returncode == 2 and "random-search" in unknown.stderr
 
 
+@pytest.mark.run
+def test_a_command_runs_in_its_own_directory(tmp_path: Path) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    with PreloadedBench(modules=("json",)) as pb:
+        r = pb.run(["run", "--agent", "random-search", "--env", "selftest-tiny", "--max-evaluations", "1",
+                    "--no-progress"], cwd=here, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # relative output directories resolve in the command's directory, as for a fresh `bench`
+    assert (here / "leaderboards" / "selftest.parquet").is_file()
+    assert len(list((here / "results").iterdir())) == 1
+
+
 @pytest.mark.sandbox
 def test_a_hung_command_is_killed_at_its_timeout(tmp_path: Path) -> None:
     program = tmp_path / "sleeper.py"
