@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -136,6 +137,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Also orders the modules longest first (``tests/scheduling.py``) for parallel runs.
     """
     _scheduling().order_longest_first(config, items)
+    if os.environ.get(DOCKER_READY_ENV):  # the Docker setup runs beside the suite: its modules last
+        _scheduling().modules_last(items, lambda it: it.get_closest_marker("docker") is not None)
     in_ci = os.environ.get("CI", "").lower() == "true"
     have_docker = shutil.which("docker") is not None and os.path.exists("/var/run/docker.sock")
     slow = _measured_slow()
@@ -276,6 +279,26 @@ def pytest_configure(config: pytest.Config) -> None:
     _guard(isolation, "sandbox_command", "sandbox", "a sandbox was started")
     _guard(runner, "drive", "run", "an agent run was driven")
     subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[method-assign]
+
+
+DOCKER_READY_ENV = "EVOBENCH_DOCKER_READY"
+"""Set by scripts/test.sh under CI: the file where the Docker setup beside the suite writes its exit code."""
+DOCKER_WAIT_S = 1800.0
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A Docker test waits for the setup that runs beside the suite, and fails if the setup failed."""
+    ready = os.environ.get(DOCKER_READY_ENV)
+    if not ready or item.get_closest_marker("docker") is None:
+        return
+    deadline = time.monotonic() + DOCKER_WAIT_S
+    while not os.path.exists(ready):
+        if time.monotonic() > deadline:
+            pytest.fail(f"scripts/docker-setup.sh did not finish within {DOCKER_WAIT_S:.0f} s", pytrace=False)
+        time.sleep(1.0)
+    code = open(ready, encoding="utf-8").read().strip()
+    if code != "0":
+        pytest.fail(f"scripts/docker-setup.sh failed (exit {code}); its log ends the output", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -11,6 +11,7 @@ never measured keep their place after the measured ones. Only the order changes,
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,16 @@ def order_longest_first(config: pytest.Config, items: list[pytest.Item]) -> None
     for i, item in enumerate(items):
         first_seen.setdefault(item.nodeid.split("::")[0], i)
     items.sort(key=lambda it: (-seconds.get(m := it.nodeid.split("::")[0], 0.0), first_seen[m]))
+
+
+def modules_last(items: list[pytest.Item], late: Callable[[pytest.Item], bool]) -> None:
+    """Move the modules holding any ``late`` item after the others, in place (orders otherwise kept).
+
+    Used while the Docker setup runs beside the suite: modules with Docker tests start last, when
+    it has most likely finished, instead of holding a worker while they wait for it.
+    """
+    late_modules = {it.nodeid.split("::")[0] for it in items if late(it)}
+    items.sort(key=lambda it: it.nodeid.split("::")[0] in late_modules)
 
 
 class ModuleTimer:
