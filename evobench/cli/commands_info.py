@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import tyro
 from rich.table import Table
@@ -13,6 +13,9 @@ from rich.table import Table
 from harness.envs.data import ChecksumError, family_data_dir, fetch_source, missing_files, sha256_file
 from harness.envs.data_import import DataImportError, import_data
 from harness.envs.registry import default_registry
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from .console import console, err_console, fmt
 
@@ -89,11 +92,31 @@ def agents() -> int:
     return 0
 
 
+def _one_key(df: pd.DataFrame, v: Any, key: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of one held-out key (``key``, else this installation's where rows span several)."""
+    from harness.compare.select import UNRECORDED_KEY, key_labels
+    from harness.envs.draw_bounds import key_label
+
+    labels = key_labels(df)
+    if key is not None:
+        return df[labels == key], []
+    if "none" in set(labels):
+        labels = labels.replace(UNRECORDED_KEY, "none")
+    counts = labels.value_counts()
+    if len(counts) <= 1:
+        return df, []
+    here = key_label(v) or "none"
+    others = ", ".join(f"{k} ({n} runs)" for k, n in counts.items() if k != here)
+    note = f"rows of other held-out keys not shown (never pooled): {others}; --key FP shows them"
+    return df[labels == here], [note]
+
+
 def leaderboard(
     env: str,
     leaderboard_dir: Path = Path("leaderboards"),
     all_versions: bool = False,
     format: Literal["table", "md", "html", "csv", "json"] = "table",
+    key: str | None = None,
 ) -> int:
     """Compare agents on one variant: runs, best, mean +- SEM of best score, progress.
 
@@ -105,6 +128,8 @@ def leaderboard(
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         all_versions: Pool rows made on older contents of the variant (different hash).
         format: ``table`` (terminal) or an export format: Markdown, standalone HTML, CSV, JSON.
+        key: Show runs of this held-out key (fingerprint, ``public``, ``none``); default: this
+            installation's key where the variant's rows span several (keys are never pooled).
     """
     from harness.results.leaderboard import load_leaderboard, summarize
 
@@ -114,7 +139,10 @@ def leaderboard(
     stale = int((df["env_hash"] != v.hash).sum())
     if not all_versions:
         df = df[df["env_hash"] == v.hash]
+    df, key_notes = _one_key(df, v, key)
     if df.empty:
+        for n in key_notes:
+            console.print(f"[dim]{n}[/dim]")
         console.print(
             f"No finished runs for {v.id}@{v.hash} in {leaderboard_dir}."
             + (f" ({stale} rows from other contents; --all-versions shows them)" if stale else "")
@@ -151,6 +179,10 @@ def leaderboard(
             fmt(r["cost_usd"], 3),
         )
     console.print(t)
+    for n in key_notes:
+        console.print(f"[dim]{n}[/dim]")
+    if len(df) >= 2 and (df["progress"].fillna(0.0) <= 0.0).all():
+        console.print("[yellow]note: u is 0 for every run (none above the floor); compare best scores[/]")
     older = int(s["older_duplicates"].sum())
     if older:
         console.print(f"[dim]{older} older run(s) of a seed already run by the same identity ignored.[/dim]")

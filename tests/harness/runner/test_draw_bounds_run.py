@@ -19,6 +19,7 @@ import pytest
 
 from agents.pacevolve import PACEvolveAgent, PACEvolveConfig
 from agents.random_search import RandomSearchAgent, RandomSearchConfig
+from evobench.cli.commands_info import leaderboard
 from harness.compare.identity import with_identity
 from harness.compare.paired import compare
 from harness.compare.select import KeyMixError, key_labels, variant_runs
@@ -77,7 +78,7 @@ def _runs(root: Path, key: str | None = None) -> Any:
 
 
 def test_a_fresh_key_gets_its_own_bounds_and_a_comparison_that_says_something(
-    backend: Any, fresh_machine: Path, monkeypatch: pytest.MonkeyPatch
+    backend: Any, fresh_machine: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = fresh_machine
     v = default_registry().get("eplb-tiny")
@@ -114,6 +115,11 @@ def test_a_fresh_key_gets_its_own_bounds_and_a_comparison_that_says_something(
     lb = load_leaderboard(root / "lb", "eplb")
     assert sorted(key_labels(lb).value_counts().tolist()) == [1, 4]
     assert len(_runs(root, key=fp).runs) == 4 and len(_runs(root, key=fingerprint()).runs) == 1
+    assert leaderboard(env="eplb-tiny", leaderboard_dir=root / "lb", format="json") == 0
+    shown = json.loads(capsys.readouterr().out)  # this installation's key only, the other named
+    assert [r["runs"] for r in shown] == [1]
+    assert leaderboard(env="eplb-tiny", leaderboard_dir=root / "lb", format="json", key=fp) == 0
+    assert sorted(r["runs"] for r in json.loads(capsys.readouterr().out)) == [2, 2]
 
     # A run started on the first key cannot continue on the second (its draw would change).
     info = json.loads((dirs[0] / "run.json").read_text())
