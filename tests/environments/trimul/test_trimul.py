@@ -118,3 +118,17 @@ def test_tiny_variant_scores_the_initial_program_in_the_sandbox() -> None:
     assert res.metrics["timed_calls"] >= 6
     assert res.score == pytest.approx(res.metrics["score_us"])
     assert res.metrics["round_trip_us"] >= res.metrics["score_us"]
+
+
+def test_quick_mode_runs_the_tests_and_three_requests_per_benchmark_labelled() -> None:
+    """``trimul-tiny~quick`` in the sandbox: every test, 3 timed requests per benchmark, labelled."""
+    v = default_registry().get("trimul-tiny~quick")
+    with LocalBackend(workers=1, mode="warm") as b:
+        res = b.evaluate(v, v.initial_program)
+    assert res.status is Status.OK, res.reason
+    assert res.metrics["quick"] == 1.0
+    benches = [c for c in res.cases if c.score is not None]
+    assert len(res.cases) == 4 + 2 and len(benches) == 2
+    for c in benches:
+        assert c.reason.startswith("reduced mode (trimul-tiny~quick; not a full evaluation)")
+        assert "in 3 requests" in c.reason or "(3 requests in all)" in c.reason, c.reason
