@@ -67,7 +67,7 @@ def test_the_session_starts_its_echo_with_the_slot_index(
 
     monkeypatch.setattr(session_mod, "EchoCalibrator", fake_echo)
     cand = SimpleNamespace(workdir=tmp_path, source="", remaining=lambda: 10.0)
-    s = KernelSession(cand, DriverParams(entry="custom_kernel", device="cuda", cuda_index=3))  # type: ignore[arg-type]
+    s = KernelSession(cand, DriverParams(entry="custom_kernel", device="cuda", cuda_index=3))
     with pytest.raises(Stop):
         s.__enter__()
     assert seen and seen[0]["cuda_index"] == 3 and seen[0]["device"] == "cuda"

@@ -25,7 +25,7 @@ def _expected(variant_id: str) -> float:
     if v.family == "trimul":
         from environments.trimul.scorer import wall_sizes
     else:
-        from environments.mla_decode.scorer import wall_sizes  # type: ignore[no-redef]
+        from environments.mla_decode.scorer import wall_sizes
     tests, benchmarks = wall_sizes(v.scorer_params)
     return expected_wall_s(tests, benchmarks, CallModel(), plan_of(v.scorer_params))
 

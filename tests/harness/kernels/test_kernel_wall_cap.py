@@ -90,3 +90,35 @@ def test_quick_mode_makes_exactly_n_timed_requests(monkeypatch: pytest.MonkeyPat
     assert s.requests == ["test t", "warm-up a", *["benchmark a"] * 3, "warm-up b", *["benchmark b"] * 3]
     with pytest.raises(ValueError):
         quick_rules(StopRule(), BatchPlan(), 0)
+
+
+def test_round_trip_requests_get_an_echo_only_where_the_bound_can_bind() -> None:
+    """No OS clock (GPU): an echo only for a round trip above 1.1 x the fastest echo + 100 us."""
+    from types import SimpleNamespace
+
+    from harness.kernels.calibrate import Overhead
+    from harness.kernels.session import DriverParams, KernelSession
+
+    s = KernelSession(SimpleNamespace(), DriverParams(entry="f", device="cuda"))
+    oh = Overhead(hi=6.5, lo=6.0, samples=2)  # a 3 GB request: 6 s of transfer
+    assert not s._needs_echo(6.0 * 1.1 + 100e-6, oh)  # a kernel inside the transport's slack
+    assert s._needs_echo(6.0 * 1.1 + 0.01, oh)
+    s._cpu = object()  # type: ignore[assignment]  # the OS clock subtracts every echo's CPU
+    assert s._needs_echo(0.0, oh)
+
+
+def test_calibration_stops_at_its_budget() -> None:
+    """A trusted echo (CPU) with no budget left after one echo: first touch + 1, not + 7."""
+    import torch
+
+    from harness.kernels.batch import pack
+    from harness.kernels.calibrate import EchoCalibrator
+
+    request, arrays = pack([[torch.ones(8)]], torch)
+    request["expect"] = [["float32", [8]]]
+    params = {"entry": "f", "device": "cpu", "threads": 1, "mutable": [], "l2_flush_bytes": 0}
+    with EchoCalibrator(params, reps=7, budget_s=0.0) as echo:
+        assert echo.overhead(request, arrays).samples == 1
+        assert echo.overhead(request, arrays, more=1).samples == 2  # a pair echo is never cut
+    with EchoCalibrator(params, reps=7) as echo:
+        assert echo.overhead(request, arrays).samples == 7
