@@ -6,16 +6,21 @@ Protocol and tolerances: ``environments/kernelbench/README.md``; timing in ``har
 from __future__ import annotations
 
 import secrets
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.envs.data import DataMissingError
+from harness.envs.subset import QUICK_KEY, QUICK_SUPPORT_KEY
 from harness.evaluation.errors import CandidateInvalid, InfraError
 from harness.evaluation.result import CaseRecord
 from harness.kernels.batch import BatchPlan, BatchRun
-from harness.kernels.checks import StopRule, TensorOut, call_seed, compare
+from harness.kernels.checks import StopRule, call_seed, compare
+from harness.kernels.evaluate import quick_rules
 from harness.kernels.session import DriverParams, KernelSession, OutSpec
 from harness.kernels.timing import CaseBound
+from harness.kernels.wall import CallModel, CaseSize, benchmark_s, plan_of
 from harness.scoring.api import CandidateRuntime, ExecResult, ScoreOutcome, Scorer
 from harness.scoring.device import DeviceChoice, choose_device
 
@@ -50,6 +55,23 @@ class _Reference:
 
     def transport_seconds(self, *args: Any, repeats: int = 5) -> float:
         raise NotImplementedError
+
+
+def expected_wall(params: dict[str, Any], model: CallModel | None = None) -> float:
+    """Upper bound on a GPU evaluation's wall time (``harness.kernels.wall``; docs/kernel-wall.md).
+
+    Two sessions start and compile (``compile_s``); the correctness trials and both sessions'
+    warm-ups are single calls; the two timers are bounded as two benchmarks run one after the
+    other (they interleave, so this errs long). Every call moves ``call_bytes_max`` bytes, half
+    in and half out.
+    """
+    model = model or CallModel()
+    plan = replace(plan_of(params), warmup=0)  # the warm-ups are among the single calls
+    half = int(params["call_bytes_max"]) // 2
+    size = CaseSize("call", half, half)
+    singles = int(params.get("correct_trials", 5)) + 2 * int(params.get("warmup", 3))
+    timed = 2 * benchmark_s(size, model, plan)
+    return 2 * plan.start_s + float(params["compile_s"]) + singles * model.call_s(half, half) + timed
 
 
 class KernelBenchScorer(Scorer):
@@ -88,7 +110,9 @@ class KernelBenchScorer(Scorer):
         torch.manual_seed(seed)
         return [x.to(self.device.device) if torch.is_tensor(x) else x for x in self.ns["get_inputs"]()]
 
-    def _timer(self, session: KernelSession, secret: int, first: int, want: Any) -> _Timer:
+    def _timer(
+        self, session: KernelSession, secret: int, first: int, want: Any, rules: tuple[StopRule, BatchPlan]
+    ) -> _Timer:
         """Warm-up calls on ``session``, then a timer of its timed requests.
 
         Every output is checked: ``want(args)`` returns ``(expected output specs, check(out, what))``.
@@ -102,7 +126,7 @@ class KernelBenchScorer(Scorer):
             check(out, "warm-up")
             last = timing.batch_time
             k += 1
-        return _Timer(self, session, secret, k, want, self.plan.start(last))
+        return _Timer(self, session, secret, k, want, rules[1].start(last), rules[0])
 
     def _time_both(self, ref: _Timer, kern: _Timer) -> tuple[float, float]:
         """Counted means (s) of the reference and the candidate, timed interleaved.
@@ -119,6 +143,10 @@ class KernelBenchScorer(Scorer):
         import torch
 
         static_check(candidate.source, str(self.params.get("backend", "")))
+        quick = bool(self.params.get(QUICK_KEY))  # the ~quick reduced mode (read here: rebound scorers)
+        rules = (self.stop, self.plan)
+        if quick:
+            rules = quick_rules(self.stop, self.plan, int(self.params[QUICK_SUPPORT_KEY]))
         secret = secrets.randbits(62)
         seed = int(self.params.get("init_seed", 42))
         torch.manual_seed(seed)
@@ -135,7 +163,7 @@ class KernelBenchScorer(Scorer):
 
             def check(out: Any, what: str) -> None:
                 try:
-                    compare("output", out, TensorOut.of(ref_out), rtol, atol)
+                    compare("output", out, ref_out, rtol, atol)  # on the reference's device
                 except CandidateInvalid as e:
                     raise CandidateInvalid(f"{what}: {e}") from None
 
@@ -151,6 +179,7 @@ class KernelBenchScorer(Scorer):
                 transport_margin_s=float(self.params.get("transport_margin_us", 100.0)) * 1e-6,
                 transport_slack=float(self.params.get("transport_slack", 0.1)),
                 suspect_ratio=float(self.params.get("timing_suspect_ratio", 0.5)),
+                cuda_index=self.device.index,
             )
 
         # The reference runs first, in its own sandboxed session, under the same protocol. Its
@@ -172,8 +201,8 @@ class KernelBenchScorer(Scorer):
                 check(
                     s.call(args, f"correctness trial {k}", expect, timed=False)[0], f"correctness trial {k}"
                 )
-            ref_t = self._timer(rs, secrets.randbits(62), 0, lambda a: (ref_spec, lambda *c: None))
-            kern_t = self._timer(s, secret, 1000, want)
+            ref_t = self._timer(rs, secrets.randbits(62), 0, lambda a: (ref_spec, lambda *c: None), rules)
+            kern_t = self._timer(s, secret, 1000, want, rules)
             ref_mean, kern_mean = self._time_both(ref_t, kern_t)
             n_ref, n_timed, os_clock = ref_t.calls, kern_t.calls, rs.os_clock and s.os_clock
         ref_us, kern_us = ref_mean * 1e6, kern_mean * 1e6
@@ -191,6 +220,7 @@ class KernelBenchScorer(Scorer):
             "timed_calls": float(n_timed),
             # 1: both means are OS-measured CPU times of their sandboxes' cgroups (CPU variants).
             "timing_os_cpu": float(os_clock),
+            "quick": float(quick),  # 1: the ~quick reduced mode, never ranked with full evaluations
         }
         if os_clock and raws[0] is not None and raws[1] is not None:
             # The same figures before the probes' scaling (this machine's CPU per call), and their ratio.
@@ -211,7 +241,8 @@ class KernelBenchScorer(Scorer):
                 name=name,
                 status="ok",
                 score=us,
-                reason=f"mean per call over {n} calls in microseconds, timed by {clock}",
+                reason=("reduced mode (not a full evaluation): " if quick else "")
+                + f"mean per call over {n} calls in microseconds, timed by {clock}",
             )
             for name, us, n in (("reference", ref_us, n_ref), ("kernel", kern_us, n_timed))
         ]
@@ -222,17 +253,26 @@ class _Timer:
     """The timed requests of one session (reference or candidate) and their batching state."""
 
     def __init__(
-        self, scorer: KernelBenchScorer, session: KernelSession, secret: int, k: int, want: Any, run: BatchRun
+        self,
+        scorer: KernelBenchScorer,
+        session: KernelSession,
+        secret: int,
+        k: int,
+        want: Any,
+        run: BatchRun,
+        stop: StopRule,
     ) -> None:
-        self.scorer, self.session, self.secret, self.k = scorer, session, secret, k
+        self.scorer, self.session, self.secret, self.k, self.stop = scorer, session, secret, k, stop
         self.want, self.run = want, run
         self.times: list[float] = []
         self.calls = 0
         self.bound: CaseBound | None = None
+        self.t0 = time.perf_counter()  # the stop rule's wall cap counts from here
 
     def more(self) -> bool:
-        """Whether this session's stop rule and batching want another request."""
-        return self.run.more(self.scorer.stop.done(self.times))
+        """Whether this session's stop rule (wall cap included) and batching want another request."""
+        stop, wall = self.stop, time.perf_counter() - self.t0
+        return self.run.more(stop.done(self.times, wall), stop.capped(wall))
 
     def step(self) -> float:
         """One timed request (``run.reps`` calls on fresh inputs, each checked); reported s/call."""

@@ -14,10 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError
 
 from harness.evaluation.errors import InfraError
-from harness.kernels.checks import TensorOut, compare
+from harness.kernels.checks import compare
 from harness.kernels.evaluate import Case, KernelTask
 from harness.kernels.scorer import KernelScorer
 from harness.kernels.session import OutSpec
+from harness.kernels.wall import CaseSize
 from harness.scoring.api import CandidateRuntime, ScoreOutcome
 
 from .adapter import GpuModeCandidate
@@ -65,8 +66,8 @@ class MLATask:
         want_out, want_cache = mla_decode(config, x, kv)
         if not isinstance(out, list) or len(out) != 2:
             raise CandidateInvalid("rule 'output': expected (output, kv_cache) from custom_kernel")
-        compare("output", out[0], TensorOut.of(want_out), self.rtol, self.atol)
-        compare("kv_cache", out[1], TensorOut.of(want_cache), self.rtol, self.atol)
+        compare("output", out[0], want_out, self.rtol, self.atol)  # on the reference's device
+        compare("kv_cache", out[1], want_cache, self.rtol, self.atol)
 
 
 def _cases(raw: Any, kind: str, cfg: MLAConfig) -> list[Case]:
@@ -82,6 +83,39 @@ def _cases(raw: Any, kind: str, cfg: MLAConfig) -> list[Case]:
             raise InfraError(f"[scorer] {kind}[{i}]: prefill {c.prefill} outside [0, {cfg.max_seq_len})")
         out.append(Case(f"{kind[:-1]}{i}_prefill{c.prefill}", c.seed, c.model_dump()))
     return out
+
+
+def call_bytes(cfg: MLAConfig) -> tuple[int, int]:
+    """Bytes one call moves in (five weights, x, the whole cache) and out (output, cache), bf16.
+
+    The cache buffer is sent whole, whatever the prefill (``reference.generate``).
+    """
+    h, nope, rope, v = cfg.n_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    weights = (
+        cfg.q_lora_rank * cfg.dim
+        + (nope + rope) * h * cfg.q_lora_rank
+        + (cfg.kv_lora_rank + rope) * cfg.dim
+        + (nope + v) * h * cfg.kv_lora_rank
+        + cfg.dim * v * h
+    )
+    cache = cfg.batch_size * cfg.max_seq_len * (cfg.kv_lora_rank + rope)
+    x = cfg.batch_size * cfg.dim
+    return 2 * (weights + x + cache), 2 * (x + cache)
+
+
+def wall_sizes(params: dict[str, Any]) -> tuple[list[CaseSize], list[CaseSize]]:
+    """The tests' and benchmarks' call sizes under ``params`` (``harness.kernels.wall``).
+
+    Raises:
+        InfraError: The manifest's model or cases are malformed.
+    """
+    try:
+        cfg = MLAConfig(**dict(params.get("model", {})))
+    except (TypeError, ValidationError) as e:
+        raise InfraError(f"[scorer] model is not a valid MLA config: {e}") from e
+    size = call_bytes(cfg)
+    tests = [CaseSize(c.name, *size) for c in _cases(params.get("tests"), "tests", cfg)]
+    return tests, [CaseSize(c.name, *size) for c in _cases(params.get("benchmarks"), "benchmarks", cfg)]
 
 
 class MLAScorer(KernelScorer):

@@ -13,10 +13,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.evaluation.errors import InfraError
-from harness.kernels.checks import TensorOut, compare
+from harness.kernels.checks import compare
 from harness.kernels.evaluate import Case, KernelTask
 from harness.kernels.scorer import KernelScorer
 from harness.kernels.session import OutSpec
+from harness.kernels.wall import CaseSize
 
 from .reference import TriMulCase, generate, trimul
 
@@ -39,8 +40,8 @@ class TriMulTask:
     def check(self, case: Case, args: Any, out: Any) -> None:
         """Compare with the reference for ``args`` (raises ``CandidateInvalid``)."""
         x, mask, w, _ = args
-        want = TensorOut.of(trimul(x, mask, w))
-        compare("output", out, want, self.rtol, self.atol)
+        # Compared on the device the reference was computed on (the scorer's GPU for GPU variants).
+        compare("output", out, trimul(x, mask, w), self.rtol, self.atol)
 
 
 def _cases(raw: Any, kind: str) -> list[Case]:
@@ -56,6 +57,27 @@ def _cases(raw: Any, kind: str) -> list[Case]:
         name = f"{kind[:-1]}{i}_n{c.seqlen}_b{c.bs}_c{c.dim}_{mask}_{c.distribution}"
         out.append(Case(name, c.seed, c.model_dump()))
     return out
+
+
+def call_bytes(c: TriMulCase) -> tuple[int, int]:
+    """Bytes one call of case ``c`` moves in (input, mask, weights) and out (the output)."""
+    rows = c.bs * c.seqlen * c.seqlen
+    weights = (2 * c.dim + 5 * c.hiddendim * c.dim + 2 * c.hiddendim + c.dim * c.hiddendim) * 4
+    mask = rows * (4 if c.nomask else 8)  # float ones, or int64 0/1 (``reference.generate``)
+    return rows * c.dim * 4 + mask + weights, rows * c.dim * 4
+
+
+def wall_sizes(params: dict[str, Any]) -> tuple[list[CaseSize], list[CaseSize]]:
+    """The tests' and benchmarks' call sizes under ``params`` (``harness.kernels.wall``).
+
+    Raises:
+        InfraError: The manifest's cases are malformed.
+    """
+
+    def sizes(cases: list[Case]) -> list[CaseSize]:
+        return [CaseSize(c.name, *call_bytes(TriMulCase(**c.spec))) for c in cases]
+
+    return sizes(_cases(params.get("tests"), "tests")), sizes(_cases(params.get("benchmarks"), "benchmarks"))
 
 
 class TriMulScorer(KernelScorer):

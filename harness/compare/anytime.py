@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from harness.envs.subset import SUFFIX_MARK
+from harness.envs.subset import DERIVED_MARK
 
 Axis = Literal["evaluations", "wall_s", "cost_usd"]
 """Budget axes of an anytime curve."""
@@ -97,8 +97,8 @@ def best_so_far(table: pa.Table, *, maximize: bool) -> pd.DataFrame:
         return arr if presorted else arr[order]
 
     ok = pc.fill_null(pc.equal(table["status"], "ok"), False).to_numpy(zero_copy_only=False)
-    if "env_id" in table.column_names:  # a subset score is not comparable with full scores
-        subset = pc.fill_null(pc.match_substring(table["env_id"], SUFFIX_MARK), False)
+    if "env_id" in table.column_names:  # a subset or ~quick score is not comparable with full scores
+        subset = pc.fill_null(pc.match_substring(table["env_id"], DERIVED_MARK), False)
         ok = ok & ~subset.to_numpy(zero_copy_only=False)
     score = np.where(ok, pc.fill_null(table["score"], np.nan).to_numpy(zero_copy_only=False), np.nan)
     codes, score = col(codes), col(score).astype(np.float64)

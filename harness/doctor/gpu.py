@@ -166,11 +166,16 @@ def _eval_verdict(res: Any, target: Any, *, reduced: bool, cap: float) -> tuple[
 
 
 def _reduced(reg: Any, v: Any) -> Any:
-    """The variant's one-unit validation subset where its family has subsets, else the variant."""
-    try:
-        return reg.get(f"{v.id}~subset-0-1")
-    except Exception:  # noqa: BLE001 - no subset support: the full variant
-        return v
+    """The variant's reduced evaluation: a kernel family's ``~quick`` mode, else a one-unit subset.
+
+    ``~quick`` is the tests plus a few timed calls per benchmark; without either, the variant.
+    """
+    for suffix in ("~quick", "~subset-0-1"):
+        try:
+            return reg.get(f"{v.id}{suffix}")
+        except Exception:  # noqa: BLE001 - no such reduced mode: try the next
+            continue
+    return v
 
 
 def run_gpu_doctor(

@@ -13,7 +13,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.envs.subset import PARAM_KEY, SubsetRequest, subset_of
+from harness.envs.subset import (
+    PARAM_KEY,
+    QUICK_KEY,
+    QUICK_MARK,
+    QUICK_SUPPORT_KEY,
+    SubsetRequest,
+    split_quick,
+    subset_of,
+)
 
 from .manifest import (
     DataSource,
@@ -36,7 +44,7 @@ class UnknownIdError(KeyError):
 
 
 class SubsetIdError(UnknownIdError, ValueError):
-    """A derived ``<id>~subset-<seed>-<size>`` id is malformed, or its family cannot score subsets.
+    """A derived id (``<id>~subset-<seed>-<size>``, ``<id>~quick``) is malformed or not offered.
 
     Both an :class:`UnknownIdError` (so the CLI reports it like any bad id) and a ``ValueError``.
     """
@@ -156,7 +164,7 @@ class Variant:
         """The manifest variant this one derives from (``self`` unless it is a subset variant)."""
         if self.derived_from is None:
             return self
-        params = {k: v for k, v in self.scorer_params.items() if k != PARAM_KEY}
+        params = {k: v for k, v in self.scorer_params.items() if k not in (PARAM_KEY, QUICK_KEY)}
         return replace(self, id=self.base_id, hash=self.base_hash, scorer_params=params, derived_from=None)
 
     @property
@@ -312,6 +320,32 @@ def derive_subset(base: Variant, request: SubsetRequest) -> Variant:
     )
 
 
+def derive_quick(base: Variant) -> Variant:
+    """The reduced mode of ``base`` (``<id>~quick``): its tests plus a few timed calls per benchmark.
+
+    Offered by families whose scorer parameters set ``quick_timed_calls`` (the GPU kernel
+    families). The derived variant's scorer parameters gain ``quick = true``, its id the suffix and
+    its hash is derived from the base's, so its rows are never pooled or ranked with full ones.
+
+    Raises:
+        SubsetIdError: If the family has no reduced mode, or ``base`` is itself derived.
+    """
+    if base.derived_from is not None:
+        raise SubsetIdError(f"{base.id!r} is already derived; use {base.base_id + QUICK_MARK!r}")
+    if QUICK_SUPPORT_KEY not in base.scorer_params:
+        raise SubsetIdError(
+            f"environment {base.id!r}: family {base.family!r} has no reduced mode "
+            f"(its scorer parameters set no {QUICK_SUPPORT_KEY})"
+        )
+    return replace(
+        base,
+        id=base.id + QUICK_MARK,
+        scorer_params={**base.scorer_params, QUICK_KEY: True},
+        hash=hashlib.sha256(f"{base.hash}{QUICK_MARK}".encode()).hexdigest()[:16],
+        derived_from=(base.id, base.hash),
+    )
+
+
 class Registry:
     """All environment variants found under one environments directory."""
 
@@ -362,13 +396,18 @@ class Registry:
         return [self._variants[i] for i in self.ids() if family is None or self._variants[i].family == family]
 
     def get(self, env_id: str) -> Variant:
-        """Resolve a variant id, or a derived subset id ``<variant id>~subset-<seed>-<size>``.
+        """Resolve a variant id or a derived one (``<id>~subset-<seed>-<size>``, ``<id>~quick``).
+
+        ``~quick`` is a kernel family's reduced mode (:func:`derive_quick`).
 
         Raises:
             UnknownIdError: If no variant has that (base) id; the message suggests close matches.
             SubsetIdError: If the subset suffix is malformed or the family cannot score subsets.
         """
         try:
+            quick_base, quick = split_quick(env_id)
+            if quick:
+                return derive_quick(self.get(quick_base))
             base_id, request = SubsetRequest.parse_env_id(env_id)
         except ValueError as e:
             raise SubsetIdError(str(e)) from None

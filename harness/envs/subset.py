@@ -20,6 +20,15 @@ SUFFIX_MARK = "~subset-"
 _SUFFIX = re.compile(r"^(?P<seed>0|[1-9][0-9]*)-(?P<size>[1-9][0-9]*)$")
 PARAM_KEY = "subset"
 """Scorer parameter holding the request (a dict ``{"seed": int, "size": int}``)."""
+QUICK_MARK = "~quick"
+"""Suffix of a derived id naming a variant's reduced mode (``trimul-h100~quick``): the family's
+correctness tests plus a few timed calls per benchmark, never ranked with full evaluations."""
+QUICK_KEY = "quick"
+"""Scorer parameter set (``True``) on a reduced-mode variant."""
+QUICK_SUPPORT_KEY = "quick_timed_calls"
+"""Scorer parameter by which a family offers a reduced mode: timed requests per benchmark in it."""
+DERIVED_MARK = "~"
+"""What every derived id (subset or reduced mode) carries and no manifest id may."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,8 @@ class SubsetRequest:
         if not mark:
             if "~" in env_id:
                 raise ValueError(
-                    f"env id {env_id!r}: '~' may only introduce a subset suffix '~subset-<seed>-<size>'"
+                    f"env id {env_id!r}: '~' may only introduce a subset suffix '~subset-<seed>-<size>' "
+                    f"or the reduced mode '{QUICK_MARK}'"
                 )
             return env_id, None
         m = _SUFFIX.match(rest)
@@ -84,6 +94,25 @@ class SubsetRequest:
 def is_subset_id(env_id: str) -> bool:
     """Whether an env id names a validation subset of a variant (its scores are not full scores)."""
     return SUFFIX_MARK in env_id
+
+
+def is_reduced_id(env_id: str) -> bool:
+    """Whether an env id names a derived variant (a subset or a reduced mode): never a full score."""
+    return DERIVED_MARK in env_id
+
+
+def split_quick(env_id: str) -> tuple[str, bool]:
+    """``("trimul-h100", True)`` for ``"trimul-h100~quick"``; ``(env_id, False)`` otherwise.
+
+    Raises:
+        ValueError: The base id is empty or itself derived (``a~subset-1-2~quick``).
+    """
+    if not env_id.endswith(QUICK_MARK):
+        return env_id, False
+    base = env_id[: -len(QUICK_MARK)]
+    if not base or DERIVED_MARK in base:
+        raise ValueError(f"env id {env_id!r}: '{QUICK_MARK}' follows a manifest variant id only")
+    return base, True
 
 
 def subset_of(params: dict[str, Any]) -> SubsetRequest | None:

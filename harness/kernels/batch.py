@@ -101,10 +101,16 @@ class BatchRun:
         self.at_reps = self.at_reps + 1 if new == reps else 0
         self.reps = new
 
-    def more(self, stop_done: bool) -> bool:
-        """Whether to make another timed request, given whether the stop rule is satisfied."""
+    def more(self, stop_done: bool, capped: bool = False) -> bool:
+        """Whether to make another timed request, given whether the stop rule is satisfied.
+
+        ``capped``: the case is past its wall cap (:meth:`StopRule.capped`); once the stop rule
+        is satisfied too, no request is added for batching to settle.
+        """
         if not stop_done:
             return True
+        if capped:
+            return False
         # Unbatched too (GPU): a case never closes on fewer than ``min_requests`` requests of its
         # final size, the group whose minima make the round-trip bound.
         enough = self.settled and self.at_reps >= self.plan.min_requests

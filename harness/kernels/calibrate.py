@@ -63,6 +63,7 @@ class EchoCalibrator:
         reps: int = 7,
         quantile: float = 0.8,
         cpus: tuple[int, ...] | None = None,
+        budget_s: float = math.inf,
     ) -> None:
         """Start the echo process (its answers are awaited lazily, at the first calibration).
 
@@ -71,14 +72,19 @@ class EchoCalibrator:
             reps: Echo round trips per request signature.
             quantile: Which order statistic of them counts as ``Overhead.hi``.
             cpus: Pin the echo to these CPUs (ones the sandbox cannot use), or None.
+            budget_s: A signature's calibration stops once its echoes took this long (at least one
+                echo after the first-touch one): TriMul's largest GPU request takes seconds to echo,
+                and seven of them per benchmark cost more than its timed calls.
 
         Raises:
             InfraError: The process could not be started.
         """
-        self.reps, self.quantile = max(1, reps), quantile
+        self.reps, self.quantile, self.budget_s = max(1, reps), quantile, budget_s
         self._cache: dict[str, list[float]] = {}
         self._latest: dict[str, float] = {}
         self._ready = False
+        self.cuda_index: int | None = None
+        """The CUDA device the echo reported computing on (None on CPU or before it answered)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = mine
         self._tmp = tempfile.TemporaryDirectory(prefix="kernel-echo-")
@@ -153,10 +159,15 @@ class EchoCalibrator:
                 if ready.get("type") != "ready":
                     raise InfraError(f"timing echo did not start: {str(ready)[:300]}")
                 self._ready = True
+                self.cuda_index = ready.get("cuda_index")
             if not trips:
                 self._exchange(header, arrays, 60.0)  # first touch of this size: allocator, page faults
-            for _ in range(todo):
+            spent = 0.0
+            for i in range(todo):
+                if i and not more and spent >= self.budget_s:
+                    break  # calibration over budget: the floor only rises (a weaker, never unjust, bound)
                 trips.append(self._exchange(header, arrays, 60.0))
+                spent += trips[-1]
                 self._latest[key] = trips[-1]
         except (OSError, EOFError, ValueError) as e:
             err = self._stderr()

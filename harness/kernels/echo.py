@@ -36,14 +36,37 @@ class EchoDriver(Driver):
         return call
 
 
+def bind_gpu(torch: Any, params: dict[str, Any]) -> int | None:
+    """Make the worker slot's GPU (``params["cuda_index"]``) this process's current CUDA device.
+
+    The echo inherits the scorer's environment (``CUDA_DEVICE_ORDER``, ``CUDA_VISIBLE_DEVICES``),
+    so its CUDA numbering is the scorer's and the index is the one the scorer computes on: the
+    echo's transfers run on the slot's GPU, beside its candidate, not on GPU 0. Returns the index
+    (None on CPU).
+
+    Raises:
+        ValueError: The index is not one CUDA sees here.
+    """
+    if params.get("device") != "cuda":
+        return None
+    index = int(params.get("cuda_index", 0))
+    count = int(torch.cuda.device_count())
+    if not 0 <= index < count:
+        raise ValueError(f"the slot's GPU is cuda:{index} but CUDA sees {count} GPU(s) here")
+    torch.cuda.set_device(index)
+    return index
+
+
 def echo_main(fd: int, params: dict[str, Any]) -> None:
     """Serve on the inherited socket ``fd`` until ``stop`` or EOF (see the module docstring)."""
     import torch
 
     torch.set_num_threads(max(1, int(params.get("threads", 1))))
+    index = bind_gpu(torch, params)  # before the driver touches CUDA
     sock = socket.socket(fileno=fd)
     driver = EchoDriver(".", params, torch)
-    send(sock, {"type": "ready"})
+    # The GPU it computes on, as CUDA's current device says (what the gpu twin checks).
+    send(sock, {"type": "ready", "cuda_index": None if index is None else int(torch.cuda.current_device())})
     try:
         driver.serve(sock, None)
     except EOFError:

@@ -8,10 +8,12 @@ shapes or contents therefore returns stale outputs and fails.
 
 from __future__ import annotations
 
+import math
 import secrets
 import statistics
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome
@@ -103,6 +105,22 @@ class KernelReport:
         return m
 
 
+def quick_rules(stop: StopRule, plan: BatchPlan, calls: int) -> tuple[StopRule, BatchPlan]:
+    """The stop rule and batching of a reduced-mode evaluation (``<variant>~quick``).
+
+    Exactly ``calls`` timed requests per benchmark (after its warm-up): no precision target, no
+    extra requests for batching to settle. The wall cap stays; a suspect case still gets its
+    confirming calls (:meth:`KernelSession.close_case`), so the trust checks are the full mode's.
+
+    Raises:
+        ValueError: ``calls`` is below 1.
+    """
+    if calls < 1:
+        raise ValueError(f"a reduced mode needs at least one timed call per benchmark, not {calls}")
+    quick = replace(stop, min_repeats=calls, max_repeats=calls, rel_err=0.0, max_seconds=math.inf)
+    return quick, replace(plan, min_requests=1, settle_requests=0)
+
+
 def run_cases(
     session: KernelSession,
     task: KernelTask,
@@ -164,6 +182,7 @@ def run_cases(
         timed = 0
         for case in benchmarks:
             current = case.name
+            t_case = time.perf_counter()  # the wall cap counts the whole case (GPU MODE: 120 s)
             k = 1  # input index within the case: every call gets its own inputs
             last = 0.0
             for _ in range(warmup):
@@ -180,7 +199,7 @@ def run_cases(
                 r.record(t.reps, t.batch_time)
                 return t.seconds
 
-            while run.more(stop.done(times)):
+            while run.more(stop.done(times, wall := time.perf_counter() - t_case), stop.capped(wall)):
                 times.append(batch())
             mean, b = session.close_case(times, batch, f"benchmark {case.name}")
             floors.append(b.overhead_lo)

@@ -7,13 +7,14 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from harness.envs.subset import QUICK_KEY, QUICK_SUPPORT_KEY
 from harness.evaluation.errors import InfraError
 from harness.scoring.api import CandidateRuntime, ScoreOutcome, Scorer
 from harness.scoring.device import DeviceChoice, choose_device
 
 from .batch import BatchPlan
 from .checks import StopRule
-from .evaluate import Case, KernelTask, run_cases
+from .evaluate import Case, KernelTask, quick_rules, run_cases
 from .session import DriverParams, KernelSession
 from .timing import ProbeWork
 
@@ -24,7 +25,9 @@ PROBE_SEED = 20_261_127
 class KernelScorer(Scorer):
     """Scores ``entry(data)`` kernels by the geometric mean of benchmark means (microseconds).
 
-    Scorer parameters read here: ``stop`` (``StopRule`` fields), ``warmup``, ``floor_us``,
+    Scorer parameters read here: ``stop`` (``StopRule`` fields, ``max_wall_s`` GPU MODE's wall cap
+    per benchmark), ``quick_timed_calls`` and ``quick`` (the ``<id>~quick`` reduced mode:
+    :func:`~harness.kernels.evaluate.quick_rules`), ``warmup``, ``floor_us``,
     ``l2_flush_bytes``, ``threads``, ``timing_floor_us``,
     ``transport_margin_us`` (``DriverParams``). The
     variant's ``hardware.gpu`` names the GPU required; a CPU variant (empty) times with
@@ -105,18 +108,28 @@ class KernelScorer(Scorer):
             transport_slack=float(self.params.get("transport_slack", 0.1)),
             suspect_ratio=float(self.params.get("timing_suspect_ratio", 0.5)),
             probe=self.probe_work() if self.device.device == "cpu" else None,
+            cuda_index=self.device.index,
         )
+        stop, plan = self.stop, self.plan
+        quick = bool(self.params.get(QUICK_KEY))  # read here: a prepared scorer is rebound to ~quick
+        if quick:
+            stop, plan = quick_rules(stop, plan, int(self.params[QUICK_SUPPORT_KEY]))
         with KernelSession(candidate, params, prefix=self.variant.family) as session:
             report = run_cases(
                 session,
                 self.task(),
                 self.tests,
                 self.benchmarks,
-                self.stop,
+                stop,
                 warmup=int(self.params.get("warmup", 1)),
                 floor_us=float(self.params.get("floor_us", 1.0)),
-                plan=self.plan,
+                plan=plan,
             )
         metrics: dict[str, Any] = report.metrics()
         metrics.update(self.device.metrics())
+        metrics["quick"] = float(quick)
+        if quick:
+            for c in report.cases:
+                if c.score is not None:
+                    c.reason = f"reduced mode ({self.variant.id}; not a full evaluation): {c.reason}"
         return ScoreOutcome(score=report.score_us, metrics=metrics, cases=report.cases)

@@ -84,6 +84,12 @@ class DriverParams:
     """Trusted lower bounds below this are noise: no ``timing`` verdict is drawn from them."""
     calibration_reps: int = 7
     """Echo round trips per request signature when calibrating the transport overhead."""
+    calibration_budget_s: float = 2.0
+    """A signature's calibration stops once its echoes took this long (at least one echo)."""
+    cuda_index: int = 0
+    """Torch's index, in the scorer's process, of the worker slot's GPU
+    (:attr:`~harness.scoring.device.DeviceChoice.index`): the trusted echo computes there. Never in
+    ``params.json``: the sandbox sees only its own GPU, as ``cuda:0``."""
     transport_slack: float = 0.1
     """Relative margin on the echo's transport floor (a fraction of it)."""
     transport_margin_s: float = 100e-6
@@ -117,6 +123,10 @@ class DriverParams:
             "mutable": list(self.mutable),
             "threads": self.threads,
         }
+
+    def echo_json(self) -> dict[str, Any]:
+        """What the trusted echo gets: the driver's view plus the slot's GPU index."""
+        return {**self.driver_json(), "cuda_index": self.cuda_index}
 
 
 @dataclass
@@ -182,7 +192,12 @@ class KernelSession:
             # Before the sandbox exists: the fastest probe can never be the candidate's.
             speed_probe(cpus=self._probe_cpus, work=self.params.probe)
         # Started now so that its start-up overlaps the sandbox's; awaited at the first timed call.
-        self._echo = EchoCalibrator(self.params.driver_json(), self.params.calibration_reps, cpus=echo_cpus)
+        self._echo = EchoCalibrator(
+            self.params.echo_json(),
+            self.params.calibration_reps,
+            cpus=echo_cpus,
+            budget_s=self.params.calibration_budget_s,
+        )
         lst = self._listener = ex.listen_unix("s")
         timeout = max(c.remaining(), 0.0)
         self._thread = threading.Thread(target=self._run, args=(ex.name, timeout), daemon=True)
@@ -385,7 +400,13 @@ class KernelSession:
             raise CandidateError(
                 f"{what}: malformed reply from the sandbox: {type(e).__name__}: {e}"
             ) from None
-        echo = self._echo.pair(request, arrays) if timed and self._echo is not None else Echo(0.0, 0.0)
+        echo = Echo(0.0, 0.0)
+        if timed and self._echo is not None:
+            echo = (
+                self._echo.pair(request, arrays)
+                if self._needs_echo(round_trip, oh)
+                else Echo(math.inf, math.nan)
+            )
         probe = self._probe() if timed else math.nan
         timing = self._timing(host, event, round_trip, oh, echo, len(calls))
         timing = replace(timing, cpu_used=req_cpu, probe=probe)
@@ -394,6 +415,21 @@ class KernelSession:
             if bigger:
                 self._cpu0, self._win_from = c1, len(self._timed)
         return outs, timing
+
+    def _needs_echo(self, round_trip: float, oh: Overhead) -> bool:
+        """Whether a timed request's round trip needs an echo of its own, made right after it.
+
+        The OS clock subtracts every request's echo CPU: always. The round-trip bound
+        (:meth:`case_bound`) only where this request could make it positive, its round trip above
+        ``(1 + slack)`` times the signature's fastest calibrated echo plus the margin; below that
+        the kernel hides in the transport's slack (TriMul's largest GPU requests: seconds of
+        transfer around milliseconds of kernel) and another echo would only double the transfer.
+        Decided on the trusted clock alone: a candidate can lengthen its round trip, never shorten it.
+        """
+        if self._cpu is not None:
+            return True
+        p = self.params
+        return round_trip > (1.0 + p.transport_slack) * oh.lo + p.transport_margin_s
 
     def _timing(
         self, host: float, event: float | None, round_trip: float, oh: Overhead, echo: Echo, reps: int

@@ -137,7 +137,7 @@ class CallTiming:
     """Fastest calibrated echo round trip, the transport floor (0 for an untimed call)."""
     echo: float
     """Trusted echo round trip of the same request made right after this call, under the same
-    machine load (0 for an untimed call)."""
+    machine load (0 for an untimed call; inf where none was needed: ``KernelSession._needs_echo``)."""
     cpu: bool
     """Whether ``seconds`` is a CPU time."""
     reps: int = 1

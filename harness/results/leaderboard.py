@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.envs.manifest import Direction, Progress
+from harness.envs.subset import is_reduced_id
 from harness.evaluation.result import Status
 from harness.scoring.progress import normalized_progress
-from harness.envs.subset import is_subset_id
 from harness.stats.estimators import mean_sem
 
 from .atomic import atomic_write_parquet, lock_file, makedirs_durable, unlock_file
@@ -180,9 +180,9 @@ def build_leaderboard_row(
         raise ValueError(
             f"run {info.run_id} is on {info.env_id}@{info.env_hash}, not {variant.id}@{variant.hash}"
         )
-    # validation-subset rows (``<id>~subset-...``) spend budget but their scores are not full scores
+    # derived rows (``<id>~subset-...``, ``<id>~quick``) spend budget but their scores are not full scores
     scores = [
-        r.score for r in rows if r.status is Status.OK and r.score is not None and not is_subset_id(r.env_id)
+        r.score for r in rows if r.status is Status.OK and r.score is not None and not is_reduced_id(r.env_id)
     ]
     maximize = variant.direction is Direction.MAXIMIZE
     best = (max(scores) if maximize else min(scores)) if scores else None

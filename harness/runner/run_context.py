@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.budget import Budget, BudgetExhausted
 from harness.envs.registry import Variant
-from harness.envs.subset import SubsetRequest, is_subset_id
+from harness.envs.subset import SubsetRequest, is_reduced_id
 from harness.evaluation.result import EvalResult, Status
 from harness.results.records import CandidateRow, utc_now_iso
 from harness.results.store import RunStore
@@ -180,7 +180,7 @@ class RunContext(AgentContext):
     def _note(self, ev: Evaluated) -> None:
         r = ev.result
         if (
-            not is_subset_id(r.env_id)
+            not is_reduced_id(r.env_id)
             and r.status is Status.OK
             and r.score is not None
             and (self._best is None or self.task.better(r.score, self._best.result.score or 0.0))
@@ -222,7 +222,7 @@ class RunContext(AgentContext):
                 row is not None
                 and row.status is Status.OK
                 and row.score is not None
-                and not is_subset_id(row.env_id)
+                and not is_reduced_id(row.env_id)
             ):
                 ev = Evaluated(s, Proposal(source=""), result_from_row(row, self.variant), replayed=True)
                 if self._best is None or self.task.better(row.score, self._best.result.score or 0.0):

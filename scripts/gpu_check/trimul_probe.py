@@ -190,11 +190,17 @@ def main() -> int:  # noqa: C901 - one linear report
         print(f"KEY: {full.id} {status[:120]}; no request finished", flush=True)
         return 1
     a, b = _fit(points)
+    from harness.kernels.wall import CallModel, CaseSize, WallPlan, benchmark_s
+
     stop = StopRule(**full_stop)
     warmup = int(full.scorer_params.get("warmup", 1))
     est_tests = sum(a + b * _elements(s) for s in full.scorer_params["tests"])
+    # The fitted model in harness/kernels/wall.py's terms (one "byte" per input element; an echo
+    # counted at the call's per-element cost), bounded per benchmark by the stop rule's wall cap.
+    model = CallModel(fixed_s=a, wire_ns_per_byte=b * 1e9, check_ns_per_byte=0.0)
+    plan = WallPlan(stop, warmup=warmup)
     est_bench = sum(
-        (warmup + stop.max_repeats) * (a + b * _elements(s)) for s in full.scorer_params["benchmarks"]
+        benchmark_s(CaseSize("b", _elements(s), 0), model, plan) for s in full.scorer_params["benchmarks"]
     )
     measured = sum(s for ph in LOG.values() for lst in ph.values() for _, s in lst)
     fixed = max(0.0, score_s - measured)  # inputs, round trips and checks are disjoint phases
@@ -202,7 +208,8 @@ def main() -> int:  # noqa: C901 - one linear report
     print(f"model: per-call wall = {a * 1e3:.1f} ms + {b * 1e9:.2f} ns * elements", flush=True)
     print(
         f"estimate for the full {full.id}: tests {est_tests:.0f} s + benchmarks {est_bench:.0f} s "
-        f"(warm-up {warmup} + max_repeats {stop.max_repeats} each; rel_err {stop.rel_err} may stop sooner) "
+        f"(warm-up {warmup}, then up to max_repeats {stop.max_repeats} or the "
+        f"{stop.max_wall_s:.0f} s wall cap each; rel_err {stop.rel_err} may stop sooner) "
         f"+ setup {prepare_s + cand.setup_seconds:.0f} s = {est:.0f} s vs timeout_s {full.timeout_s:.0f} s "
         f"(unattributed time in the reduced run: {fixed:.0f} s, e.g. transport calibration)",
         flush=True,

@@ -61,8 +61,15 @@ def test_comparisons_are_not_mistaken_for_patches_and_backends_are_required() ->
 
 def test_tiny_variant_scores_live_speedup_of_the_initial_program() -> None:
     v = default_registry().get("kernelbench-tiny")
+    quick_v = default_registry().get("kernelbench-tiny~quick")
     with LocalBackend(workers=1, mode="warm") as b:
         res = b.evaluate(v, v.initial_program)
+        quick = b.evaluate(quick_v, v.initial_program)  # the reduced mode, on the same warm worker
+    assert quick.status is Status.OK, quick.reason
+    assert quick.metrics["quick"] == 1.0 and res.metrics["quick"] == 0.0
+    timed = [c for c in quick.cases if c.score is not None]
+    assert [c.name for c in timed] == ["reference", "kernel"]
+    assert all(c.reason.startswith("reduced mode (not a full evaluation)") for c in timed)
     assert res.status is Status.OK, res.reason
     m = res.metrics
     # The speedup is the ratio of the probe-scaled figures; with the OS clock the figures before

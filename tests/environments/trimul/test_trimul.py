@@ -109,9 +109,19 @@ def test_gpu_variant_refuses_a_machine_without_its_gpu(monkeypatch: pytest.Monke
 
 
 def test_tiny_variant_scores_the_initial_program_in_the_sandbox() -> None:
+    """The full evaluation, then ``trimul-tiny~quick`` on the same warm worker: every test, 3 timed
+    requests per benchmark, labelled as a reduced mode."""
     v = default_registry().get("trimul-tiny")
     with LocalBackend(workers=1, mode="warm") as b:
         res = b.evaluate(v, v.initial_program)
+        quick = b.evaluate(default_registry().get("trimul-tiny~quick"), v.initial_program)
+    assert quick.status is Status.OK, quick.reason
+    assert quick.metrics["quick"] == 1.0 and res.metrics["quick"] == 0.0
+    benches = [c for c in quick.cases if c.score is not None]
+    assert len(quick.cases) == 4 + 2 and len(benches) == 2
+    for c in benches:
+        assert c.reason.startswith("reduced mode (trimul-tiny~quick; not a full evaluation)")
+        assert "in 3 requests" in c.reason or "(3 requests in all)" in c.reason, c.reason
     assert res.status is Status.OK, res.reason
     assert res.score is not None and res.score > 0
     assert res.metrics["timing_cpu"] == 1.0 and res.metrics["gpu_override"] == 0.0

@@ -137,3 +137,33 @@ def test_worker_prepares_once_per_base_and_rebinds_subsets() -> None:
             base.rebind(reg.get("ahc039-tiny~subset-1-2"))
     finally:
         state.close()
+
+
+@pytest.mark.parametrize("base_id", ["trimul-h100", "trimul-tiny", "mla-decode-h200", "kernelbench-tiny"])
+def test_quick_id_derives_the_kernel_reduced_mode(base_id: str) -> None:
+    """``<id>~quick``: the base with ``quick`` set, its own hash, the base's image; never ranked."""
+    from harness.envs.subset import is_reduced_id, is_subset_id
+
+    reg = default_registry()
+    base = reg.get(base_id)
+    v = reg.get(base_id + "~quick")
+    assert v.id == base_id + "~quick" and v.scorer_params["quick"] is True
+    assert v.hash != base.hash and (v.base_id, v.base_hash) == (base.id, base.hash)
+    assert v.base() == base and v.subset is None
+    assert is_reduced_id(v.id) and not is_subset_id(v.id) and not is_reduced_id(base.id)
+
+
+@pytest.mark.parametrize(
+    "bad", ["eplb-tiny~quick", "trimul-tiny~subset-0-1~quick", "~quick", "trimul-tiny~quick~quick"]
+)
+def test_quick_is_refused_where_there_is_no_reduced_mode(bad: str) -> None:
+    with pytest.raises(SubsetIdError):
+        default_registry().get(bad)
+
+
+def test_doctor_reduces_kernel_variants_to_their_quick_mode() -> None:
+    from harness.doctor.gpu import _reduced
+
+    reg = default_registry()
+    assert _reduced(reg, reg.get("trimul-h100")).id == "trimul-h100~quick"
+    assert _reduced(reg, reg.get("eplb-tiny")).id == "eplb-tiny~subset-0-1"

@@ -98,3 +98,70 @@ def test_geomean_floor_stops_one_tiny_case_collapsing_the_score() -> None:
         geomean_floored([], 1.0)
     with pytest.raises(ValueError):
         geomean_floored([float("nan")], 1.0)
+
+
+def _numpy_verdict(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
+    """The float64 NumPy check ``compare`` replaced (verbatim), as a verdict string."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    bad = ~np.isfinite(g)
+    if bad.any():
+        return f"rule 'finite': y has {int(bad.sum())} NaN or infinite values"
+    err = np.abs(g - w)
+    over = err > atol + rtol * np.abs(w)
+    if not over.any():
+        return "ok"
+    i = np.unravel_index(int(np.argmax(np.where(over, err, -1.0))), g.shape)
+    return (
+        f"rule 'mismatch': y: {int(over.sum())} of {g.size} elements off "
+        f"(worst at {tuple(int(x) for x in i)}: got {g[i]:.6g}, expected {w[i]:.6g}; "
+        f"rtol={rtol}, atol={atol})"
+    )
+
+
+def _torch_verdict(got: np.ndarray, want: torch.Tensor, rtol: float, atol: float, dtype: str = "") -> str:
+    try:
+        compare("y", TensorOut(got, dtype or str(got.dtype)), want, rtol, atol)
+    except CandidateInvalid as e:
+        return str(e)
+    return "ok"
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 24])
+@pytest.mark.parametrize("seed", range(6))
+def test_device_compare_gives_the_numpy_verdict(
+    monkeypatch: pytest.MonkeyPatch, chunk: int, seed: int
+) -> None:
+    """Same verdict and message as the host float64 check, across chunk boundaries and ties."""
+    import harness.kernels.checks as checks
+
+    monkeypatch.setattr(checks, "COMPARE_CHUNK", chunk)
+    rng = np.random.default_rng(seed)
+    want = rng.standard_cauchy((3, 5, 4)).astype(np.float32)
+    got = (want + rng.normal(0, 0.02, want.shape)).astype(np.float32)
+    if seed % 3 == 1:
+        got.reshape(-1)[[3, 40, 41]] = want.reshape(-1)[[3, 40, 41]] + 5.0  # a tie for worst: the first wins
+    if seed == 5:
+        got.reshape(-1)[[0, 59]] = [np.nan, np.inf]
+    for rtol, atol in ((2e-2, 2e-2), (1e-3, 1e-3)):
+        assert _torch_verdict(got, torch.from_numpy(want), rtol, atol) == _numpy_verdict(
+            got, want, rtol, atol
+        )
+    bf = torch.from_numpy(want).to(torch.bfloat16)  # a bfloat16 reference, widened exactly
+    got_bf = bf.float().numpy() + np.float32(0.01)
+    assert _torch_verdict(got_bf, bf, 1e-3, 1e-3, "bfloat16") == _numpy_verdict(
+        got_bf, bf.float().numpy(), 1e-3, 1e-3
+    )
+
+
+@pytest.mark.gpu
+def test_device_compare_on_the_gpu_gives_the_cpu_verdict() -> None:
+    """The GPU twin: the reference on CUDA gives the verdict the CPU path gives."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    rng = np.random.default_rng(3)
+    want = rng.standard_cauchy((64, 33)).astype(np.float32)
+    got = (want + rng.normal(0, 0.05, want.shape)).astype(np.float32)
+    for rtol, atol in ((2e-2, 2e-2), (1e-3, 1e-3)):
+        cpu = _torch_verdict(got, torch.from_numpy(want), rtol, atol)
+        assert _torch_verdict(got, torch.from_numpy(want).cuda(), rtol, atol) == cpu
+        assert cpu == _numpy_verdict(got, want, rtol, atol)
