@@ -45,6 +45,7 @@ def compare(
     at_wall_s: float | None = None,
     all_versions: bool = False,
     pool: bool = False,
+    device: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
     level: float = 0.95,
@@ -73,6 +74,8 @@ def compare(
         at_wall_s: Compare after this many seconds of wall time.
         all_versions: Pool runs scored on different contents of a variant (otherwise refused).
         pool: Let an agent name pool its runs of several identities (otherwise refused).
+        device: Compare only runs timed on this device (as ``bench leaderboard`` lists it); runs
+            of different devices are never pooled.
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories (for curves, budgets and AUC).
         level: Confidence level.
@@ -117,6 +120,7 @@ def compare(
                     results_dir=results_dir,
                     budget=budget,
                     all_versions=all_versions,
+                    device=device,
                 )
             )
         result = run_compare(
@@ -160,6 +164,7 @@ def plot(
     train: Path | None = None,
     all_versions: bool = False,
     pool: bool = False,
+    device: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
 ) -> int:
@@ -174,6 +179,7 @@ def plot(
         train: Instead of curves, plot the diagnostics in this ``train.parquet`` (or run directory).
         all_versions: Pool runs scored on different contents.
         pool: Let an agent name pool its runs of several identities.
+        device: Plot only runs timed on this device (runs of different devices are never pooled).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories.
     """
@@ -208,6 +214,7 @@ def plot(
                 results_dir=results_dir,
                 with_times=x == "wall_s",
                 all_versions=all_versions,
+                device=device,
             )
             for n in notes:
                 err_console.print(f"note: {n}")

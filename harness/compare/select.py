@@ -23,7 +23,7 @@ from .anytime import (
     reach,
     read_candidates,
 )
-from .identity import IDENTITY_COLUMN, with_identity
+from .identity import DEVICE_COLUMN, IDENTITY_COLUMN, devices, with_identity
 
 RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 """Columns of :attr:`VariantRuns.runs`."""
@@ -31,6 +31,10 @@ RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 
 class VersionMixError(ValueError):
     """The selected runs of a variant were scored on different contents (content hashes)."""
+
+
+class DeviceMixError(ValueError):
+    """The selected runs of a variant were timed on different devices (GPU models, MIG slices)."""
 
 
 class BudgetPastEndError(ValueError):
@@ -103,13 +107,41 @@ def _unit_map(units: Units) -> dict[str, str]:
     return {ident: label for label, idents in units.items() for ident in idents}
 
 
+def _one_device(df: pd.DataFrame, variant: str, device: str | None) -> pd.DataFrame:
+    """The rows of one device: ``device``'s, or all when they share one.
+
+    Raises:
+        DeviceMixError: If the rows span several devices and ``device`` does not pick one.
+    """
+    seen = devices(df)
+    if device is not None:
+        return df[seen == device]
+    counts = seen.value_counts()
+    if len(counts) > 1:
+        detail = ", ".join(f"{d or 'not recorded'!r} ({n} runs)" for d, n in counts.items())
+        first = next((d for d in counts.index if d), "")
+        raise DeviceMixError(
+            f"{variant}: runs were timed on different devices: {detail}; their timings are not "
+            f"comparable, so they are never pooled: compare one device at a time (--device {first!r})"
+        )
+    return df
+
+
 def select_runs(
-    lb: pd.DataFrame, variant: str, current_hash: str, units: Units, *, all_versions: bool
+    lb: pd.DataFrame,
+    variant: str,
+    current_hash: str,
+    units: Units,
+    *,
+    all_versions: bool,
+    device: str | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The leaderboard rows of ``variant`` for ``units``, one per (unit, seed), ``agent`` = unit label.
 
-    Runs scored on different contents are refused unless ``all_versions``. When one
-    (unit, seed) has several runs the most recently finished one is kept, and a note says so.
+    Runs scored on different contents are refused unless ``all_versions``; runs timed on
+    different devices (the ``device`` column, "" where unrecorded) are always refused unless
+    ``device`` picks one. When one (unit, seed) has several runs the most recently finished one
+    is kept, and a note says so.
 
     Args:
         lb: Leaderboard rows (``load_leaderboard``; the identity column is added when absent).
@@ -117,18 +149,24 @@ def select_runs(
         current_hash: The variant's content hash in this checkout.
         units: Unit label -> identities.
         all_versions: Allow mixing content hashes.
+        device: Keep only the runs timed on this device (None: all, which must share one).
 
     Returns:
         The rows and the notes.
 
     Raises:
         VersionMixError: If the rows span several content hashes and ``all_versions`` is off.
+        DeviceMixError: If the rows span several devices and ``device`` is None.
     """
     notes: list[str] = []
     if IDENTITY_COLUMN not in lb:
         lb = with_identity(lb)
     unit_of = _unit_map(units)
     df = lb[(lb["variant"] == variant) & lb[IDENTITY_COLUMN].isin(list(unit_of))].copy()
+    df = _one_device(df, variant, device)
+    df[DEVICE_COLUMN] = devices(df)
+    if len(timed_on := sorted(set(df[DEVICE_COLUMN]) - {""})) == 1:
+        notes.append(f"{variant}: runs timed on {timed_on[0]}")
     df["agent"] = df[IDENTITY_COLUMN].map(unit_of)
     hashes = df["env_hash"].value_counts()
     if len(hashes) > 1 and not all_versions:
@@ -182,6 +220,7 @@ def variant_runs(
     results_dir: Path,
     budget: Budget = Budget(),
     all_versions: bool = False,
+    device: str | None = None,
 ) -> VariantRuns:
     """Select a variant's runs and compute score, progress u and progress AUC per run.
 
@@ -201,17 +240,19 @@ def variant_runs(
         results_dir: Directory holding the run directories.
         budget: Where to compare.
         all_versions: Allow mixing content hashes.
+        device: Compare only the runs timed on this device (see :func:`select_runs`).
 
     Returns:
         The runs with their metrics.
 
     Raises:
         VersionMixError: See :func:`select_runs`.
+        DeviceMixError: See :func:`select_runs`.
         CandidatesMissingError: If a budget is set and a run's candidates are missing.
         BudgetPastEndError: If a budget lies past the end of a run.
         ValueError: If the budget is invalid.
     """
-    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions)
+    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions, device=device)
     axis = budget.axis()
     out = pd.DataFrame(
         {
@@ -279,6 +320,7 @@ def agent_curves(
     results_dir: Path,
     with_times: bool = False,
     all_versions: bool = False,
+    device: str | None = None,
 ) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """Best-so-far curves of a variant's runs, grouped by unit (one run per unit and seed).
 
@@ -291,17 +333,19 @@ def agent_curves(
         results_dir: Directory holding the run directories.
         with_times: Also compute the wall-time axis.
         all_versions: Allow mixing content hashes.
+        device: Plot only the runs timed on this device (see :func:`select_runs`).
 
     Returns:
         Unit label -> curves, and notes (runs skipped because their candidates are missing).
 
     Raises:
         VersionMixError: See :func:`select_runs`.
+        DeviceMixError: See :func:`select_runs`.
     """
     lb = with_identity(lb) if IDENTITY_COLUMN not in lb else lb
     if units is None:
         units = {i: (i,) for i in sorted(set(lb.loc[lb["variant"] == variant, IDENTITY_COLUMN].astype(str)))}
-    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions)
+    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions, device=device)
     paths = {str(r): Path(results_dir) / str(r) / "candidates.parquet" for r in rows["run_id"]}
     absent = [rid for rid, p in paths.items() if not p.is_file()]
     if absent:

@@ -7,7 +7,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.hardware.gpu_models import model as gpu_model
 
 
 class ManifestError(ValueError):
@@ -54,7 +56,9 @@ class Hardware(_Strict):
     memory_mb: int = 2048
     """Address-space / container memory limit of the candidate, in MiB."""
     gpu: str = ""
-    """GPU type (e.g. ``H100``); empty for CPU-only variants."""
+    """GPU model and form factor, a key of ``harness.hardware.gpu_models.MODELS`` (e.g. ``H100
+    SXM``: timings of an H100 PCIe, NVL or MIG slice are not pooled with it); empty for CPU-only
+    variants."""
     gpu_count: int = 0
     """Number of GPUs requested."""
     pids: int = 64
@@ -68,6 +72,13 @@ class Hardware(_Strict):
     ``/tmp``, ``/dev/shm``) is a tmpfs of this size, so a write past it fails with "No space left
     on device" and the evaluation is the candidate's ``error``. tmpfs is memory: what it writes
     also counts towards ``memory_mb`` (keep the quota well below it)."""
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if v:
+            gpu_model(v)  # raises ValueError naming the known models
+        return v
 
 
 class Progress(_Strict):

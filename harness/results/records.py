@@ -164,6 +164,9 @@ class CandidateRow(_Record):
     """Tries needed (infra errors are retried)."""
     backend: str = "local"
     """Backend that ran the evaluation."""
+    device: str = ""
+    """Device the scorer timed on (``EvalResult.device``); empty when not recorded (CPU-only
+    families, journals and Parquet files written before the column existed)."""
 
     _finite_score = field_validator("score")(_check_finite)
 
@@ -241,6 +244,7 @@ class CandidateRow(_Record):
             env_hash=result.env_hash,
             attempts=result.attempts,
             backend=result.backend,
+            device=result.device,
         )
 
 
@@ -293,6 +297,10 @@ class LeaderboardRow(_Record):
     """Final adapter version of a learning agent's trained policy (None: nothing trained)."""
     agent_summary_json: str | None = None
     """JSON of the agent's end-of-run summary (``RunInfo.agent_summary``); None for older rows."""
+    device: str | None = None
+    """Device(s) the run's evaluations were timed on (``CandidateRow.device``, several joined by
+    ``" + "``); None when none was recorded (CPU-only families, rows written before the column).
+    ``bench compare`` refuses to pool runs of different devices."""
 
     _finite_best = field_validator("best_score")(_check_finite)
 

@@ -21,7 +21,7 @@ from harness.hardware.gpus import assign, host_gpus
 from harness.sandbox import isolation
 from harness.sandbox.gpus import gpu_access, gpu_binds
 
-GPU_HW = Hardware(cpus=1.0, memory_mb=2048, gpu="H100", gpu_count=1)
+GPU_HW = Hardware(cpus=1.0, memory_mb=2048, gpu="H100 SXM", gpu_count=1)
 CPU_HW = Hardware(cpus=1.0, memory_mb=2048)
 
 
