@@ -61,6 +61,10 @@ class Hardware(_Strict):
     variants."""
     gpu_count: int = 0
     """Number of GPUs requested."""
+    gpu_memory_gb: float | None = Field(default=None, gt=0)
+    """GPU memory one evaluation needs, its trusted scorer, candidate and echo processes together,
+    in GiB (None: not declared). A learning run that shares a GPU with its evaluations plans with
+    it (``agents/learning/gpu_plan.py``); left out of the content hash when None."""
     pids: int = 64
     """Maximum number of processes the candidate may have at once."""
     output_kb: int = 64

@@ -240,7 +240,8 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
         resolved = {
             "id": vid,
             "timeout_s": timeout_s,
-            "hardware": (ov.hardware or fam.hardware).model_dump(),
+            # exclude_none: fields added later with a None default leave older variants' hashes alone
+            "hardware": (ov.hardware or fam.hardware).model_dump(exclude_none=True),
             "params": params,
             "data": [d.model_dump() for _, d in data],
             "progress": (ov.progress or manifest.progress).model_dump(),

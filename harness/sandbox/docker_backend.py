@@ -26,7 +26,7 @@ from harness.envs.manifest import Hardware
 from harness.envs.registry import Variant
 from harness.evaluation.errors import InfraError
 from harness.evaluation.result import EvalResult
-from harness.hardware.gpus import assign, host_gpus
+from harness.hardware.gpus import assign, evaluation_pool, host_gpus
 from harness.images.naming import env_image_tag
 from harness.inside import wire
 from harness.scoring.device import OVERRIDE_ENV
@@ -70,7 +70,7 @@ def gpu_requests(hw: Hardware, slot: int, daemon_gpus: list[int], override: bool
 
     if hw.gpu_count <= 0:
         return None
-    ids = assign(hw.gpu_count, slot, daemon_gpus)
+    ids = assign(hw.gpu_count, slot, evaluation_pool(daemon_gpus))
     if ids:
         return [DeviceRequest(device_ids=[str(i) for i in ids], capabilities=[GPU_CAPABILITIES])]
     if override:

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.evaluation.errors import InfraError
 from harness.hardware.gpu_models import GIB, identify, is_mig, model
-from harness.hardware.gpus import assign, host_gpus
+from harness.hardware.gpus import assign, eval_memory_fraction, evaluation_pool, host_gpus
 
 OVERRIDE_ENV = "EVOBENCH_GPU_OVERRIDE"
 _worker_slot = 0
@@ -39,11 +39,13 @@ def slot_cuda_index(gpu_count: int, slot: int, pool: list[int]) -> int:
 
     ``pool`` is :func:`~harness.hardware.gpus.host_gpus` here: the GPUs this process can see, in
     the order CUDA enumerates them (a container sees only its own, whatever their host numbers).
+    Slots are given GPUs from :func:`~harness.hardware.gpus.evaluation_pool` (not the agent's),
+    the same ones the sandboxes get; the index is the GPU's place in ``pool``.
 
     Raises:
-        InfraError: If the machine has GPUs but fewer than ``gpu_count``.
+        InfraError: If the machine has GPUs but fewer than ``gpu_count`` for evaluations.
     """
-    chosen = assign(max(gpu_count, 1), slot, pool)
+    chosen = assign(max(gpu_count, 1), slot, evaluation_pool(pool))
     return pool.index(chosen[0]) if chosen else 0
 
 
@@ -100,6 +102,27 @@ def _describe(seen: DeviceChoice) -> str:
     return f"{seen.name!r} ({seen.sms} SMs, {seen.memory_bytes / GIB:.1f} GiB)"
 
 
+def cap_memory(torch: Any, index: int, env: dict[str, str] | None = None) -> float | None:
+    """Cap this trusted process's allocations on GPU ``index`` where a GPU memory plan asks for it.
+
+    A learning run on one GPU shares it with its evaluations (``agents/learning/gpu_plan.py``):
+    the plan's per-process share (``EVOBENCH_EVAL_GPU_FRACTION``) becomes
+    ``torch.cuda.set_per_process_memory_fraction(share, index)`` (torch 2.13: a float in [0, 1],
+    an allocation beyond ``share * total_memory`` raises out-of-memory here instead of starving
+    the agent's vLLM and learner).
+
+    Returns:
+        The share applied, or None when no plan asked for one.
+
+    Raises:
+        InfraError: If the planned share is malformed.
+    """
+    share = eval_memory_fraction(env)
+    if share is not None:
+        torch.cuda.set_per_process_memory_fraction(float(share), index)
+    return share
+
+
 def _slot_gpu(torch: Any, index: int) -> DeviceChoice | None:
     """GPU ``index`` (not yet checked), made torch's current device (None: no CUDA GPU).
 
@@ -112,6 +135,7 @@ def _slot_gpu(torch: Any, index: int) -> DeviceChoice | None:
     if index >= count:
         raise InfraError(f"this worker slot's GPU is cuda:{index} but CUDA sees {count} GPU(s) here")
     torch.cuda.set_device(index)
+    cap_memory(torch, index)
     # torch 2.13: _CudaDeviceProperties has name, multi_processor_count and total_memory (bytes).
     props = torch.cuda.get_device_properties(index)
     name = str(torch.cuda.get_device_name(index))
