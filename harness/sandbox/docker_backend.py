@@ -70,7 +70,7 @@ def gpu_requests(hw: Hardware, slot: int, daemon_gpus: list[int], override: bool
 
     if hw.gpu_count <= 0:
         return None
-    ids = assign(hw.gpu_count, slot, evaluation_pool(daemon_gpus))
+    ids = assign(hw.gpu_count, slot, daemon_gpus)
     if ids:
         return [DeviceRequest(device_ids=[str(i) for i in ids], capabilities=[GPU_CAPABILITIES])]
     if override:
@@ -93,11 +93,13 @@ def _local_daemon(client: Any) -> bool:
 def daemon_gpus(client: Any, env: dict[str, str] | None = None) -> list[int]:
     """GPU indices of the Docker daemon's machine: ``/dev/nvidia<N>`` here, else ``EVOBENCH_DOCKER_GPUS``.
 
+    On a local daemon, GPUs a learning run's policy keeps (``EVOBENCH_AGENT_GPUS``) are left out.
+
     Raises:
         InfraError: If the daemon is remote and ``EVOBENCH_DOCKER_GPUS`` is unset or malformed.
     """
-    if _local_daemon(client):
-        return host_gpus(Path("/dev"))
+    if _local_daemon(client):  # never the GPU a learning run's policy keeps (EVOBENCH_AGENT_GPUS)
+        return evaluation_pool(host_gpus(Path("/dev")), None if env is None else env)
     raw = (os.environ if env is None else env).get(DOCKER_GPUS_ENV, "").strip()
     where = str(getattr(client.api, "base_url", "?"))
     parts = [p.strip() for p in raw.split(",") if p.strip()]
