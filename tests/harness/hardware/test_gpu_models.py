@@ -67,3 +67,17 @@ def test_manifests_must_name_an_exact_model() -> None:
     gpus = {v.id: v.hardware.gpu for v in default_registry().variants() if v.hardware.gpu}
     assert gpus["trimul-h100"] == "H100 SXM" and gpus["mla-decode-h200"] == "H200 SXM"
     assert all(g in MODELS for g in gpus.values())
+
+
+@pytest.mark.gpu
+def test_this_gpu_is_recognised_from_its_real_properties() -> None:
+    # GPU twin: an H100 / H200 / A100 / GH200 here must be one listed model, by name and properties.
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    name = torch.cuda.get_device_name(0)
+    found = identify(name, props.multi_processor_count, props.total_memory)
+    chips = {m.family for m in MODELS.values()}
+    if is_mig(name) or not chips & set(name.lower().replace("-", " ").split()):
+        pytest.skip(f"{name} is not a chip the catalog lists whole")
+    assert found is not None, f"{name}: {props.multi_processor_count} SMs, {props.total_memory / GIB:.2f} GiB"

@@ -71,3 +71,35 @@ def test_the_trusted_scorer_caps_itself_on_a_shared_gpu(monkeypatch: pytest.Monk
     monkeypatch.setenv(AGENT_GPUS_ENV, "0")
     d = choose_device("H100 SXM", torch, env={}, pool=[0, 1], slot=0)
     assert d.index == 1 and torch.calls[-1] == (0.2, 1)
+
+
+_CAP_PROBE = """
+import os, sys, torch
+total = torch.cuda.get_device_properties(0).total_memory
+if len(sys.argv) > 1:
+    torch.cuda.set_per_process_memory_fraction(float(sys.argv[1]), 0)
+try:
+    x = torch.empty(int(total * 0.2), dtype=torch.uint8, device="cuda")
+    print("allocated")
+except torch.OutOfMemoryError:
+    print("capped")
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["call", "env", "none"])
+def test_the_cap_binds_on_a_real_gpu(how: str) -> None:
+    # GPU twin: 20 % of the GPU is refused under a 10 % cap, set by call (the trusted scorer) or by
+    # PYTORCH_CUDA_ALLOC_CONF (the sandboxed candidate), and allowed without one.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if how == "env":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "per_process_memory_fraction:0.1"
+    argv = [sys.executable, "-c", _CAP_PROBE, *(["0.1"] if how == "call" else [])]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == ("allocated" if how == "none" else "capped")
