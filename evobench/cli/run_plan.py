@@ -163,11 +163,14 @@ def resolve_workers(
 ) -> tuple[int, str]:
     """``--workers`` or its default (one per core, or one per GPU block), and a warning ("" if none).
 
-    ``env``: the GPU memory plan's variables (GPUs kept by the agent are not counted).
+    ``env``: the GPU memory plan's variables, over this process's (GPUs kept by the agent, which
+    the workers will not use, are not counted).
     """
+    import os
+
     from harness.hardware.gpus import evaluation_pool, gpu_worker_plan, host_gpus
 
-    pool = evaluation_pool(host_gpus(), env or {}) if v.hardware.gpu_count > 0 else []
+    pool = evaluation_pool(host_gpus(), {**os.environ, **(env or {})}) if v.hardware.gpu_count > 0 else []
     n, warning = gpu_worker_plan(v.hardware.gpu_count, requested, pool, remote=backend == "modal")
     return n, (f"{v.id}: {warning}" if warning else "")
 
