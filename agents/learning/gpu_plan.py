@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 GIB = 1024**3
@@ -254,8 +254,6 @@ def longest_prompt(fits: Callable[[PolicyWork], bool], work: PolicyWork) -> int:
 
 
 def _with_prompt(work: PolicyWork, tokens: int) -> PolicyWork:
-    from dataclasses import replace
-
     return replace(work, prompt_tokens=tokens)
 
 

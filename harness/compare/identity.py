@@ -84,13 +84,15 @@ def with_identity(lb: pd.DataFrame) -> pd.DataFrame:
 
 
 def devices(lb: pd.DataFrame) -> pd.Series:
-    """Each row's :data:`DEVICE_COLUMN` as text, ``""`` where none was recorded (older files, CPU).
+    """Each row's GPU (:data:`DEVICE_COLUMN`) as text, ``""`` where none: not recorded or a CPU.
 
-    Runs of different devices are never pooled: their timings are not comparable.
+    Runs of different GPUs are never pooled: their timings are not comparable. CPU timings
+    (``cpu``) name no CPU model, so they group with rows that recorded nothing (files from before
+    the column, families that time nothing on a chosen device).
     """
     if DEVICE_COLUMN not in lb:
         return pd.Series("", index=lb.index, dtype=object)
-    return lb[DEVICE_COLUMN].map(lambda d: d if isinstance(d, str) else "").astype(object)
+    return lb[DEVICE_COLUMN].map(lambda d: d if isinstance(d, str) and d != "cpu" else "").astype(object)
 
 
 @dataclass

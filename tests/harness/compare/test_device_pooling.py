@@ -119,6 +119,8 @@ def test_compare_refuses_to_pool_devices_and_picks_one_when_asked() -> None:
     assert rows["run_id"].tolist() == ["c"]
     # one device throughout: nothing to refuse; unrecorded rows differ from recorded ones
     assert len(select_runs(lb[lb["device"] == SXM], "toy", "h", units, all_versions=False)[0]) == 2
+    cpu = lb.assign(device=["cpu", None, "cpu"])  # CPU timings name no CPU: one group with unrecorded
+    assert len(select_runs(cpu, "toy", "h", units, all_versions=False)[0]) == 2  # one per seed, no refusal
     lb.loc[lb["run_id"] == "c", "device"] = None
     with pytest.raises(DeviceMixError, match="'not recorded' \\(1 runs\\)"):
         select_runs(lb, "toy", "h", units, all_versions=False)
