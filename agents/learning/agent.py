@@ -35,8 +35,9 @@ from harness.llm import LLMClient, LLMSettings
 from harness.llm.ledger import LLMCallRow
 
 from .config import LearningConfig, MaxKConfig, PACEvolvePPConfig, ThetaEvolveConfig, TTTDiscoverConfig
+from .gpu_plan import GpuPlan, plan_gpus
 from .lockstep import run_all
-from .policy_backend import build_backend, build_trainer, resolve_sampler
+from .policy_backend import build_backend, build_trainer, policy_work, resolve_sampler
 from .policy_roles import PolicyAdvisor, PolicyImplementer, PolicySampler, RolloutBuffer
 from .puct import PUCTArchive
 from .values import archive_value, exact_edits, reward_of
@@ -131,6 +132,7 @@ class LearningAgent(PACEvolveAgent):
         self._buffer = RolloutBuffer()
         self._assignment: dict[int, ProgramRef] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.gpu_plan: GpuPlan | None = None
 
     @property
     def lcfg(self) -> LearningConfig:
@@ -161,9 +163,32 @@ class LearningAgent(PACEvolveAgent):
             raise ValueError(str(e)) from None
         LLMClient(self.llm_models(), LLMSettings(params=dict(self.cfg.litellm_params))).check_environment()
 
+    def plan_gpu_memory(
+        self, gpus: dict[int, int], eval_bytes: int | None, eval_slots: int
+    ) -> GpuPlan | None:
+        """Plan GPU memory between the policy and the evaluations (``agents/learning/gpu_plan.py``).
+
+        Args:
+            gpus: Host GPU number -> total bytes of the GPUs this run may use.
+            eval_bytes: One evaluation's declared GPU memory (``hardware.gpu_memory_gib``), or None.
+            eval_slots: Evaluations at once on this machine's GPUs (0: they use none of them).
+
+        Returns:
+            The plan (also kept for :meth:`setup_policy`), or None when the learner runs on the CPU.
+
+        Raises:
+            ValueError: If a GPU path was asked for on a machine without one.
+            agents.learning.gpu_plan.GpuPlanError: If the policy and evaluations cannot fit.
+        """
+        work = policy_work(self.lcfg)
+        self.gpu_plan = None if work is None else plan_gpus(gpus, work, eval_bytes, eval_slots)
+        return self.gpu_plan
+
     def run_summary(self) -> dict[str, Any]:
         """Adapter version, trainer steps, skipped updates and format fallbacks (for run.json)."""
         out: dict[str, Any] = {"sampler": self.sampler_name}
+        if self.gpu_plan is not None:
+            out["gpu_plan"] = list(self.gpu_plan.lines)
         if self.trainer is not None:
             rows = self.trainer.log.rows
             out.update(
@@ -215,7 +240,9 @@ class LearningAgent(PACEvolveAgent):
         seed = ctx.seed
         run_dir = self._work_dir(ctx)
         torch.set_num_threads(cfg.policy_threads)  # samples depend on the reduction order
-        backend, policy, self.sampler_name = build_backend(cfg, int(seed), run_dir / STATE_DIRNAME)
+        backend, policy, self.sampler_name = build_backend(
+            cfg, int(seed), run_dir / STATE_DIRNAME, self.gpu_plan
+        )
         ctx.log.info(
             "%s: policy %s on %s sampler (%s)",
             self.name,

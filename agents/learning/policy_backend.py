@@ -11,6 +11,7 @@ from agents.rl.policy import SMOLLM2, TINY_RANDOM, LoadedPolicy, load_policy
 from agents.rl.trainer import Trainer, TrainerConfig
 
 from .config import LearningConfig
+from .gpu_plan import GpuPlan, PolicyWork, policy_shape
 
 CPU_ALTERNATIVE = 'on a CPU machine use the transformers sampler: --agent-config \'{"policy_backend": "hf"}\''
 
@@ -82,8 +83,37 @@ def _vllm_base(policy: LoadedPolicy, reference: str, work_dir: Path) -> str:
     return str(target)
 
 
-def build_backend(cfg: LearningConfig, seed: int, work_dir: Path) -> tuple[PolicyBackend, LoadedPolicy, str]:
+def policy_work(cfg: LearningConfig) -> PolicyWork | None:
+    """What the policy will do on a GPU (None: the learner runs on the CPU here).
+
+    Raises:
+        ValueError: If the configuration asks for a GPU path this machine cannot run.
+        agents.learning.gpu_plan.GpuPlanError: If the policy's shape cannot be read.
+    """
+    sampler, device = resolve_sampler(cfg)
+    if device != "cuda":
+        return None
+    assert cfg.advisor_model is not None  # validated by the config
+    return PolicyWork(
+        shape=policy_shape(cfg.advisor_model),
+        lora_rank=cfg.lora_r,
+        lora_targets=tuple(cfg.lora_targets),
+        prompt_tokens=cfg.max_prompt_tokens,
+        new_tokens=cfg.policy_max_new_tokens,
+        micro_batch=cfg.micro_batch,
+        concurrent=cfg.candidates_per_step(),
+        vllm=sampler == "vllm",
+    )
+
+
+def build_backend(
+    cfg: LearningConfig, seed: int, work_dir: Path, plan: GpuPlan | None = None
+) -> tuple[PolicyBackend, LoadedPolicy, str]:
     """Load the policy and wrap it in the sampler this machine supports.
+
+    With a GPU memory ``plan`` (``bench run`` makes one for a learner on a GPU), the learner's
+    dtype and micro-batch and vLLM's ``gpu_memory_utilization`` are the plan's; vLLM's context
+    holds the longest prompt plus the longest completion.
 
     Returns:
         The backend, the loaded policy (tokenizer, chat flag) and the sampler name.
@@ -97,7 +127,7 @@ def build_backend(cfg: LearningConfig, seed: int, work_dir: Path) -> tuple[Polic
 
     sampler, device = resolve_sampler(cfg)
     assert cfg.advisor_model is not None  # validated by the config
-    policy = load_policy(cfg.advisor_model, seed=seed)
+    policy = load_policy(cfg.advisor_model, seed=seed, dtype=plan.learner_dtype if plan else "float32")
     base = _vllm_base(policy, cfg.advisor_model, work_dir) if sampler == "vllm" else ""
     learner = HFBackend(
         policy,
@@ -107,7 +137,7 @@ def build_backend(cfg: LearningConfig, seed: int, work_dir: Path) -> tuple[Polic
             betas=(cfg.adam_beta1, cfg.adam_beta2),
             weight_decay=cfg.weight_decay,
             max_grad_norm=cfg.max_grad_norm,
-            micro_batch=cfg.micro_batch,
+            micro_batch=plan.micro_batch if plan else cfg.micro_batch,
         ),
         loss=LossConfig(
             eps_lo=cfg.clip_eps_lo,
@@ -129,7 +159,10 @@ def build_backend(cfg: LearningConfig, seed: int, work_dir: Path) -> tuple[Polic
         learner,
         base_model=base,
         adapter_dir=work_dir / "adapters",
-        gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        max_model_len=cfg.max_prompt_tokens + cfg.policy_max_new_tokens,
+        gpu_memory_utilization=plan.vllm_utilization
+        if plan and plan.vllm_utilization
+        else cfg.vllm_gpu_memory_utilization,
     )
     return backend, policy, sampler
 

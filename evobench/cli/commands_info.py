@@ -166,11 +166,16 @@ def leaderboard(
     # labels may fold (every character stays, so pacevolve@… and pacevolve++@… stay distinct);
     # numbers never wrap
     t.add_column("agent@cfg", overflow="fold", min_width=12)
+    # runs timed on different GPUs are never pooled: each device gets its own row, named here
+    by_device = bool(s["device"].astype(bool).any())
+    if by_device:
+        t.add_column("device", overflow="fold")
     for col in ("runs", "best", "mean ± SEM", "u ± SEM", "infra", "cost $"):
         t.add_column(col, no_wrap=True, justify="right")
     for _, r in s.iterrows():
         t.add_row(
             str(r["identity"]),
+            *([str(r["device"]) or "not recorded"] if by_device else []),
             str(r["runs"]),
             fmt(r["best"]),
             f"{fmt(r['score_mean'])} ± {fmt(r['score_sem'], 2)}",
@@ -183,6 +188,8 @@ def leaderboard(
         console.print(f"[dim]{n}[/dim]")
     if len(df) >= 2 and (df["progress"].fillna(0.0) <= 0.0).all():
         console.print("[yellow]note: u is 0 for every run (none above the floor); compare best scores[/]")
+    if s["device"].nunique() > 1:
+        console.print("[dim]Runs timed on different devices are listed separately, never pooled.[/dim]")
     older = int(s["older_duplicates"].sum())
     if older:
         console.print(f"[dim]{older} older run(s) of a seed already run by the same identity ignored.[/dim]")

@@ -6,6 +6,7 @@ so that the other commands start without pandas, pyarrow or the sandbox.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -179,6 +180,10 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
         console=console,
         disable=no_progress,
     )
+    for line in plan.gpu_lines:
+        console.print(f"GPU memory plan: {line}")
+    # before the workers start: they (and their sandboxes) read which GPUs and how much is theirs
+    os.environ.update(dict(plan.gpu_env))
     task = progress.add_task(v.id, total=total, best="-", failed="failed 0", train="")
     train_fields = getattr(ag, "progress_fields", None)
     best: list[float | None] = [None]

@@ -86,6 +86,10 @@ class RunPlan:
     """The run directory to continue (None: a new run)."""
     warnings: tuple[str, ...] = ()
     """Things the user should know that do not stop the run (e.g. workers sharing a GPU)."""
+    gpu_env: tuple[tuple[str, str], ...] = ()
+    """Variables of the run's GPU memory plan, set before the workers start (see :func:`gpu_memory_plan`)."""
+    gpu_lines: tuple[str, ...] = ()
+    """The GPU memory plan's decisions, printed when the run starts."""
 
 
 @dataclass(frozen=True)
@@ -123,11 +127,50 @@ def gpu_problem(v: Variant, backend: str) -> str | None:
     return None
 
 
-def resolve_workers(v: Variant, backend: str, requested: int) -> tuple[int, str]:
-    """``--workers`` or its default (one per core, or one per GPU block), and a warning ("" if none)."""
-    from harness.hardware.gpus import gpu_worker_plan, host_gpus
+def gpu_memory_plan(
+    v: Variant, agent: Agent, backend: str, requested: int
+) -> tuple[dict[str, str], list[str]]:
+    """Plan GPU memory between a learning agent's policy and its evaluations (``agents/learning/gpu_plan``).
 
-    pool = host_gpus() if v.hardware.gpu_count > 0 else []
+    Agents without a policy on the GPU (every other agent, or a learner on the CPU) get no plan.
+    Evaluations share this machine's GPUs only on the local and Docker backends.
+
+    Returns:
+        The variables to set before the workers start, and the plan's lines for the user.
+
+    Raises:
+        PlanError: If the policy and the evaluations cannot fit (the message has the numbers).
+    """
+    plan_fn = getattr(agent, "plan_gpu_memory", None)
+    if plan_fn is None:
+        return {}, []
+    from harness.hardware.gpus import gpu_memory_totals, host_gpus
+
+    totals = gpu_memory_totals()
+    gpus = {g: totals[g] for g in host_gpus() if g in totals}
+    local_evals = v.hardware.gpu_count > 0 and backend != "modal"
+    slots = (requested or 1) if local_evals else 0
+    need = v.hardware.gpu_memory_gib
+    try:
+        plan = plan_fn(gpus, None if need is None else int(need * 1024**3), slots)
+    except ValueError as e:  # GpuPlanError is a ValueError
+        raise PlanError(f"GPU memory plan: {e}") from e
+    return ({}, []) if plan is None else (plan.env(), list(plan.lines))
+
+
+def resolve_workers(
+    v: Variant, backend: str, requested: int, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """``--workers`` or its default (one per core, or one per GPU block), and a warning ("" if none).
+
+    ``env``: the GPU memory plan's variables, over this process's (GPUs kept by the agent, which
+    the workers will not use, are not counted).
+    """
+    import os
+
+    from harness.hardware.gpus import evaluation_pool, gpu_worker_plan, host_gpus
+
+    pool = evaluation_pool(host_gpus(), {**os.environ, **(env or {})}) if v.hardware.gpu_count > 0 else []
     n, warning = gpu_worker_plan(v.hardware.gpu_count, requested, pool, remote=backend == "modal")
     return n, (f"{v.id}: {warning}" if warning else "")
 
@@ -171,10 +214,15 @@ def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
     except ValueError as e:
         raise PlanError(f"{run_dir}: the run's budget is invalid: {e}") from e
     cls = get_agent_class(info.agent)
+    agent = cls(cls.Config.model_validate(info.agent_config))
+    try:  # the plan is remade for this machine (its GPUs may differ from the first start's)
+        gpu_env, gpu_lines = gpu_memory_plan(v, agent, info.backend, info.workers)
+    except ValueError as e:
+        raise PlanError(str(e)) from e
     # The run's own settings, never the resuming shell's defaults (older runs: the flag).
     return RunPlan(
         variant=v,
-        agent=cls(cls.Config.model_validate(info.agent_config)),
+        agent=agent,
         budget=budget,
         backend=info.backend,  # type: ignore[arg-type]
         workers=info.workers,
@@ -183,6 +231,8 @@ def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
         results_dir=run_dir.parent,
         leaderboard_dir=Path(info.leaderboard_dir) if info.leaderboard_dir is not None else a.leaderboard_dir,
         resume=run_dir,
+        gpu_env=tuple(sorted(gpu_env.items())),
+        gpu_lines=tuple(gpu_lines),
     )
 
 
@@ -227,7 +277,11 @@ def plan_run(a: RunArgs) -> RunPlan | ReaddPlan:
     problem = data_problem(v) or gpu_problem(v, a.backend)
     if problem:
         raise PlanError(problem)
-    workers, warning = resolve_workers(v, a.backend, a.workers)
+    try:
+        gpu_env, gpu_lines = gpu_memory_plan(v, agent, a.backend, a.workers)
+    except ValueError as e:  # a GPU path asked for on a machine without one
+        raise PlanError(str(e)) from e
+    workers, warning = resolve_workers(v, a.backend, a.workers, gpu_env)
     try:
         agent.preflight()
         check_backend(a.backend)
@@ -246,4 +300,6 @@ def plan_run(a: RunArgs) -> RunPlan | ReaddPlan:
         results_dir=a.results_dir,
         leaderboard_dir=a.leaderboard_dir,
         warnings=(warning,) if warning else (),
+        gpu_env=tuple(sorted(gpu_env.items())),
+        gpu_lines=tuple(gpu_lines),
     )

@@ -22,6 +22,8 @@ CFG_HASH_LEN = 6
 """Hex digits of the configuration hash shown in labels (prefixes of it are accepted)."""
 IDENTITY_COLUMN = "identity"
 """Column added by :func:`with_identity`: the ``<agent>@<cfg>`` label of each row."""
+DEVICE_COLUMN = "device"
+"""Leaderboard column naming the device a run was timed on (``LeaderboardRow.device``)."""
 
 
 class UnknownAgentError(ValueError):
@@ -79,6 +81,18 @@ def with_identity(lb: pd.DataFrame) -> pd.DataFrame:
         for agent, c, m, b in zip(df["agent"], *cols, strict=True)
     ]
     return df
+
+
+def devices(lb: pd.DataFrame) -> pd.Series:
+    """Each row's GPU (:data:`DEVICE_COLUMN`) as text, ``""`` where none: not recorded or a CPU.
+
+    Runs of different GPUs are never pooled: their timings are not comparable. CPU timings
+    (``cpu``) name no CPU model, so they group with rows that recorded nothing (files from before
+    the column, families that time nothing on a chosen device).
+    """
+    if DEVICE_COLUMN not in lb:
+        return pd.Series("", index=lb.index, dtype=object)
+    return lb[DEVICE_COLUMN].map(lambda d: d if isinstance(d, str) and d != "cpu" else "").astype(object)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from .anytime import (
     reach,
     read_candidates,
 )
-from .identity import IDENTITY_COLUMN, with_identity
+from .identity import DEVICE_COLUMN, IDENTITY_COLUMN, devices, with_identity
 
 RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 """Columns of :attr:`VariantRuns.runs`."""
@@ -98,6 +98,10 @@ def degenerate_note(variant: str, u: pd.Series) -> str | None:
     return None
 
 
+class DeviceMixError(ValueError):
+    """The selected runs of a variant were timed on different devices (GPU models, MIG slices)."""
+
+
 class BudgetPastEndError(ValueError):
     """A comparison budget lies past the end of some runs (their values there would be invented)."""
 
@@ -168,6 +172,26 @@ def _unit_map(units: Units) -> dict[str, str]:
     return {ident: label for label, idents in units.items() for ident in idents}
 
 
+def _one_device(df: pd.DataFrame, variant: str, device: str | None) -> pd.DataFrame:
+    """The rows of one device: ``device``'s, or all when they share one.
+
+    Raises:
+        DeviceMixError: If the rows span several devices and ``device`` does not pick one.
+    """
+    seen = devices(df)
+    if device is not None:
+        return df[seen == device]
+    counts = seen.value_counts()
+    if len(counts) > 1:
+        detail = ", ".join(f"{d or 'not recorded'!r} ({n} runs)" for d, n in counts.items())
+        first = next((d for d in counts.index if d), "")
+        raise DeviceMixError(
+            f"{variant}: runs were timed on different devices: {detail}; their timings are not "
+            f"comparable, so they are never pooled: compare one device at a time (--device {first!r})"
+        )
+    return df
+
+
 def select_runs(
     lb: pd.DataFrame,
     variant: str,
@@ -176,11 +200,14 @@ def select_runs(
     *,
     all_versions: bool,
     key: str | None = None,
+    device: str | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The leaderboard rows of ``variant`` for ``units``, one per (unit, seed), ``agent`` = unit label.
 
-    Runs scored on different contents are refused unless ``all_versions``. When one
-    (unit, seed) has several runs the most recently finished one is kept, and a note says so.
+    Runs scored on different contents are refused unless ``all_versions``; runs timed on
+    different devices (the ``device`` column, "" where unrecorded) are always refused unless
+    ``device`` picks one. When one (unit, seed) has several runs the most recently finished one
+    is kept, and a note says so.
 
     Args:
         lb: Leaderboard rows (``load_leaderboard``; the identity column is added when absent).
@@ -189,6 +216,7 @@ def select_runs(
         units: Unit label -> identities.
         all_versions: Allow mixing content hashes.
         key: Keep only runs scored on this held-out key (fingerprint, ``public``, ``none``).
+        device: Keep only the runs timed on this device (None: all, which must share one).
 
     Returns:
         The rows and the notes.
@@ -196,12 +224,17 @@ def select_runs(
     Raises:
         VersionMixError: If the rows span several content hashes and ``all_versions`` is off.
         KeyMixError: If the rows were scored on several held-out keys' draws (never pooled).
+        DeviceMixError: If the rows span several devices and ``device`` is None.
     """
     notes: list[str] = []
     if IDENTITY_COLUMN not in lb:
         lb = with_identity(lb)
     unit_of = _unit_map(units)
     df = lb[(lb["variant"] == variant) & lb[IDENTITY_COLUMN].isin(list(unit_of))].copy()
+    df = _one_device(df, variant, device)
+    df[DEVICE_COLUMN] = devices(df)
+    if len(timed_on := sorted(set(df[DEVICE_COLUMN]) - {""})) == 1:
+        notes.append(f"{variant}: runs timed on {timed_on[0]}")
     df["agent"] = df[IDENTITY_COLUMN].map(unit_of)
     if key is not None:
         df = df[key_labels(df) == key]
@@ -258,6 +291,7 @@ def variant_runs(
     budget: Budget = Budget(),
     all_versions: bool = False,
     key: str | None = None,
+    device: str | None = None,
 ) -> VariantRuns:
     """Select a variant's runs and compute score, progress u and progress AUC per run.
 
@@ -278,17 +312,22 @@ def variant_runs(
         budget: Where to compare.
         all_versions: Allow mixing content hashes.
         key: Keep only runs of this held-out key (:func:`select_runs`).
+        device: Compare only the runs timed on this device (see :func:`select_runs`).
 
     Returns:
         The runs with their metrics.
 
     Raises:
         VersionMixError: See :func:`select_runs` (``KeyMixError`` too, and for mixed bounds).
+        VersionMixError: See :func:`select_runs`.
+        DeviceMixError: See :func:`select_runs`.
         CandidatesMissingError: If a budget is set and a run's candidates are missing.
         BudgetPastEndError: If a budget lies past the end of a run.
         ValueError: If the budget is invalid.
     """
-    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions, key=key)
+    rows, notes = select_runs(
+        lb, variant, current_hash, units, all_versions=all_versions, key=key, device=device
+    )
     y_floor, y_target = rows_bounds(variant, rows, progress)
     axis = budget.axis()
     out = pd.DataFrame(
@@ -365,6 +404,7 @@ def agent_curves(
     all_versions: bool = False,
     progress: Progress | None = None,
     key: str | None = None,
+    device: str | None = None,
 ) -> tuple[dict[str, pd.DataFrame], list[str], tuple[float, float] | None]:
     """Best-so-far curves of a variant's runs, grouped by unit (one run per unit and seed).
 
@@ -379,6 +419,7 @@ def agent_curves(
         all_versions: Allow mixing content hashes.
         progress: The variant's manifest bounds; given, the runs' own ``(y_floor, y_target)`` is returned.
         key: Keep only runs of this held-out key (:func:`select_runs`).
+        device: Plot only the runs timed on this device (see :func:`select_runs`).
 
     Returns:
         Unit label -> curves, notes (runs skipped because their candidates are missing), and the
@@ -386,11 +427,14 @@ def agent_curves(
 
     Raises:
         VersionMixError: See :func:`select_runs`.
+        DeviceMixError: See :func:`select_runs`.
     """
     lb = with_identity(lb) if IDENTITY_COLUMN not in lb else lb
     if units is None:
         units = {i: (i,) for i in sorted(set(lb.loc[lb["variant"] == variant, IDENTITY_COLUMN].astype(str)))}
-    rows, notes = select_runs(lb, variant, current_hash, units, all_versions=all_versions, key=key)
+    rows, notes = select_runs(
+        lb, variant, current_hash, units, all_versions=all_versions, key=key, device=device
+    )
     bounds = rows_bounds(variant, rows, progress) if progress is not None else None
     paths = {str(r): Path(results_dir) / str(r) / "candidates.parquet" for r in rows["run_id"]}
     absent = [rid for rid, p in paths.items() if not p.is_file()]

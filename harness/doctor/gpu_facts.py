@@ -139,7 +139,7 @@ def fits(variant: Any, name: str, memory_gib: float) -> bool:
     """Whether one GPU (its torch name and total memory) is the variant's model with its memory."""
     from harness.scoring.device import gpu_matches
 
-    return gpu_matches(variant.hardware.gpu, name) and memory_gib >= variant.hardware.gpu_memory_gib
+    return gpu_matches(variant.hardware.gpu, name) and memory_gib >= (variant.hardware.gpu_memory_gib or 0.0)
 
 
 def variants_here(variants: list[Any], facts: GpuFacts) -> list[Any]:

@@ -8,7 +8,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.hardware.gpu_models import model as gpu_model
 
 
 class ManifestError(ValueError):
@@ -55,13 +57,18 @@ class Hardware(_Strict):
     memory_mb: int = 2048
     """Address-space / container memory limit of the candidate, in MiB."""
     gpu: str = ""
-    """GPU type (e.g. ``H100``); empty for CPU-only variants."""
+    """GPU model and form factor, a key of ``harness.hardware.gpu_models.MODELS`` (e.g. ``H100
+    SXM``: timings of an H100 PCIe, NVL or MIG slice are not pooled with it); empty for CPU-only
+    variants."""
     gpu_count: int = 0
     """Number of GPUs requested."""
-    gpu_memory_gib: float = Field(default=0.0, ge=0.0)
-    """GPU memory one evaluation needs on each of its GPUs, in GiB of the device's total as torch
-    reports it; 0: any GPU of the model ``gpu`` has enough. ``bench doctor --gpu`` evaluates a
-    variant only where both the model and this memory fit."""
+    gpu_memory_gib: float | None = Field(default=None, gt=0)
+    """GPU memory one evaluation needs (its trusted scorer, candidate and echo processes together),
+    in GiB of the device's total as torch reports it (None: not declared; any GPU of the model
+    ``gpu`` is taken to have enough). ``bench doctor --gpu`` evaluates a variant only where the
+    model and this memory fit; a learning run that shares a GPU with its evaluations plans with it
+    (``agents/learning/gpu_plan.py``). Never part of the content hash: it picks machines, it does
+    not change scores."""
     pids: int = 64
     """Maximum number of processes the candidate may have at once."""
     output_kb: int = 64
@@ -73,6 +80,13 @@ class Hardware(_Strict):
     ``/tmp``, ``/dev/shm``) is a tmpfs of this size, so a write past it fails with "No space left
     on device" and the evaluation is the candidate's ``error``. tmpfs is memory: what it writes
     also counts towards ``memory_mb`` (keep the quota well below it)."""
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if v:
+            gpu_model(v)  # raises ValueError naming the known models
+        return v
 
 
 DEFAULT_HEADROOM = 0.25

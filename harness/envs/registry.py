@@ -248,8 +248,11 @@ def _resolve(manifest: EnvManifest, manifest_path: Path) -> list[Variant]:
         resolved = {
             "id": vid,
             "timeout_s": timeout_s,
-            # gpu_memory_gib picks the machines a variant is checked on, never how it scores
-            "hardware": (ov.hardware or fam.hardware).model_dump(exclude={"gpu_memory_gib"}),
+            # gpu_memory_gib picks machines, never how a variant scores; exclude_none: fields added
+            # later with a None default leave older variants' hashes alone
+            "hardware": (ov.hardware or fam.hardware).model_dump(
+                exclude_none=True, exclude={"gpu_memory_gib"}
+            ),
             "params": params,
             "data": [d.model_dump() for _, d in data],
             "progress": (ov.progress or manifest.progress).model_dump(exclude_none=True),

@@ -110,6 +110,10 @@ class EvalResult(BaseModel):
     """How many tries it took (infra errors are retried; candidate failures never)."""
     cases: list[CaseRecord] = Field(default_factory=list)
     """Per-unit verdicts (test cases, benchmarks, splits), for families that have units."""
+    device: str = ""
+    """Device the scorer timed on (``Scorer.device_label``: a GPU's name and SM count, or
+    ``cpu``); empty for families that time nothing on a chosen device, and for results from
+    before devices were recorded."""
 
     @field_validator("score")
     @classmethod

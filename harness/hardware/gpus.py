@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from harness.evaluation.errors import InfraError
 
 _GPU_NODE = re.compile(r"nvidia(\d+)")
+AGENT_GPUS_ENV = "EVOBENCH_AGENT_GPUS"
+"""Host GPU numbers (comma-separated) a run's agent keeps for its policy: never given to evaluations."""
+EVAL_FRACTION_ENV = "EVOBENCH_EVAL_GPU_FRACTION"
+"""Share of a GPU each evaluation process may allocate, where evaluations share a GPU with the agent."""
 
 
 def host_gpus(dev_root: Path = Path("/dev"), visible: str | None = None) -> list[int]:
@@ -35,6 +40,64 @@ def host_gpus(dev_root: Path = Path("/dev"), visible: str | None = None) -> list
             keep = [int(v) for v in wanted]
             found = [n for n in keep if n in found]
     return found
+
+
+def evaluation_pool(pool: list[int], env: dict[str, str] | None = None) -> list[int]:
+    """The GPUs of ``pool`` evaluations may use: all but those :data:`AGENT_GPUS_ENV` keeps.
+
+    Where the agent keeps every GPU (one GPU, shared under a memory plan), the plan leaves it out
+    of the variable and evaluations share the agent's GPU.
+    """
+    env = dict(os.environ) if env is None else env
+    kept = {int(v) for v in env.get(AGENT_GPUS_ENV, "").split(",") if v.strip().isdigit()}
+    return [g for g in pool if g not in kept]
+
+
+def eval_memory_fraction(env: dict[str, str] | None = None) -> float | None:
+    """The per-process GPU memory share of evaluation processes (:data:`EVAL_FRACTION_ENV`; None: whole GPU).
+
+    Raises:
+        InfraError: If the variable is set but is not a number in (0, 1].
+    """
+    env = dict(os.environ) if env is None else env
+    text = env.get(EVAL_FRACTION_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 1.0:
+        raise InfraError(f"{EVAL_FRACTION_ENV}={text!r}: need a share of the GPU in (0, 1]")
+    return value
+
+
+def gpu_memory_totals(timeout_s: float = 20.0) -> dict[int, int]:
+    """Total memory in bytes of each GPU, by ``nvidia-smi`` index (empty: no driver / no GPU).
+
+    Read through ``nvidia-smi`` so that the caller's process does not start CUDA (a CUDA context
+    in ``bench run`` before its workers start would be inherited broken by forked children).
+    """
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=timeout_s, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0:
+        return {}
+    return parse_memory_totals(out.stdout)
+
+
+def parse_memory_totals(text: str) -> dict[int, int]:
+    """``index, MiB`` lines of ``nvidia-smi --query-gpu=index,memory.total`` as {index: bytes}."""
+    totals: dict[int, int] = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            totals[int(parts[0])] = int(parts[1]) * 1024 * 1024
+    return totals
 
 
 def assign(gpu_count: int, slot: int, pool: list[int]) -> tuple[int, ...]:

@@ -35,6 +35,7 @@ LEADERBOARD_COLUMNS: tuple[str, ...] = tuple(LeaderboardRow.model_fields)
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "variant",
     "identity",
+    "device",
     "agent",
     "direction",
     "runs",
@@ -219,6 +220,7 @@ def build_leaderboard_row(
         y_floor=floor,
         y_target=target,
         heldout_key=key,
+        device=" + ".join(sorted({r.device for r in rows if r.device})) or None,
     )
 
 
@@ -226,7 +228,7 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _summarize_group(variant: str, identity: str, g: pd.DataFrame, older: int) -> dict[str, Any]:
+def _summarize_group(variant: str, identity: str, device: str, g: pd.DataFrame, older: int) -> dict[str, Any]:
     direction = Direction(str(g["direction"].iloc[0]))
     scores = pd.to_numeric(g["best_score"], errors="coerce").dropna().to_numpy(dtype=float)
     failed = g["best_score"].isna().to_numpy()
@@ -241,6 +243,7 @@ def _summarize_group(variant: str, identity: str, g: pd.DataFrame, older: int) -
     return {
         "variant": variant,
         "identity": identity,
+        "device": device,
         "agent": str(g["agent"].iloc[0]),
         "direction": str(direction),
         "runs": len(g),
@@ -258,12 +261,14 @@ def _summarize_group(variant: str, identity: str, g: pd.DataFrame, older: int) -
 
 
 def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
-    """Aggregate leaderboard rows per (variant, run identity).
+    """Aggregate leaderboard rows per (variant, run identity, device).
 
     The identity (``<agent>@<cfg>``, :mod:`harness.compare.identity`) covers the agent, its
     configuration, its models per role and its budget, so runs of different configurations are
-    never pooled. One run per (identity, seed) counts: the most recently finished (ties: the one
-    appended last); the older ones are counted in ``older_duplicates``.
+    never pooled; nor are runs timed on different devices (``device``: a GPU's name and SM
+    count, "" where none was recorded), which get a row each. One run per (identity, device,
+    seed) counts: the most recently finished (ties: the one appended last); the older ones are
+    counted in ``older_duplicates``.
 
     Per group: ``runs`` (counted runs), ``scored`` (runs with a best score), ``seeds`` (distinct
     seeds), ``best`` (direction-aware best of ``best_score``), ``score_mean`` / ``score_sem`` over
@@ -280,14 +285,14 @@ def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
         variant: Keep only this variant id; None keeps all.
 
     Returns:
-        One row per (variant, identity) with :data:`SUMMARY_COLUMNS`, sorted by variant, then by
-        mean progress (descending), then identity.
+        One row per (variant, identity, device) with :data:`SUMMARY_COLUMNS`, sorted by variant,
+        then by mean progress (descending), then identity and device.
 
     Raises:
         KeyError: If ``df`` lacks a leaderboard column.
         ValueError: If one variant's rows disagree on the score direction.
     """
-    from harness.compare.identity import IDENTITY_COLUMN, with_identity
+    from harness.compare.identity import DEVICE_COLUMN, IDENTITY_COLUMN, devices, with_identity
 
     missing = [c for c in ("variant", "agent", "seed", "best_score", "progress", "direction") if c not in df]
     if missing:
@@ -299,18 +304,20 @@ def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
         if len(directions) != 1:
             raise ValueError(f"variant {v!r} has rows with mixed directions {directions}")
     df = with_identity(df)
+    df[DEVICE_COLUMN] = devices(df)
     if "finished_at" in df:
         df = df.sort_values("finished_at", kind="stable")
-    older = df.duplicated(["variant", IDENTITY_COLUMN, "seed"], keep="last")
-    n_older = df[older].groupby(["variant", IDENTITY_COLUMN]).size()
+    key = ["variant", IDENTITY_COLUMN, DEVICE_COLUMN]
+    older = df.duplicated([*key, "seed"], keep="last")
+    n_older = df[older].groupby(key).size()
     kept = df[~older]
     out = [
-        _summarize_group(str(v), str(i), g, int(n_older.get((v, i), 0)))
-        for (v, i), g in kept.groupby(["variant", IDENTITY_COLUMN], sort=True)
+        _summarize_group(str(v), str(i), str(d), g, int(n_older.get((v, i, d), 0)))
+        for (v, i, d), g in kept.groupby(key, sort=True)
     ]
     if not out:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
     res = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     return res.sort_values(
-        ["variant", "progress_mean", "identity"], ascending=[True, False, True], kind="stable"
+        ["variant", "progress_mean", "identity", "device"], ascending=[True, False, True, True], kind="stable"
     ).reset_index(drop=True)

@@ -168,6 +168,9 @@ class CandidateRow(_Record):
     """Tries needed (infra errors are retried)."""
     backend: str = "local"
     """Backend that ran the evaluation."""
+    device: str = ""
+    """Device the scorer timed on (``EvalResult.device``); empty when not recorded (CPU-only
+    families, journals and Parquet files written before the column existed)."""
 
     _finite_score = field_validator("score")(_check_finite)
 
@@ -245,6 +248,7 @@ class CandidateRow(_Record):
             env_hash=result.env_hash,
             attempts=result.attempts,
             backend=result.backend,
+            device=result.device,
         )
 
 
@@ -304,6 +308,10 @@ class LeaderboardRow(_Record):
     heldout_key: str | None = None
     """Fingerprint of the held-out key the run was scored on, ``public`` (the public draw of a keyed
     variant), empty (a variant without a held-out draw); None in older rows."""
+    device: str | None = None
+    """Device(s) the run's evaluations were timed on (``CandidateRow.device``, several joined by
+    ``" + "``); None when none was recorded (CPU-only families, rows written before the column).
+    ``bench compare`` refuses to pool runs of different devices."""
 
     _finite_best = field_validator("best_score")(_check_finite)
 

@@ -26,7 +26,7 @@ from harness.envs.manifest import Hardware
 from harness.envs.registry import Variant
 from harness.evaluation.errors import InfraError
 from harness.evaluation.result import EvalResult
-from harness.hardware.gpus import assign, host_gpus
+from harness.hardware.gpus import assign, evaluation_pool, host_gpus
 from harness.images.naming import env_image_tag
 from harness.inside import wire
 from harness.scoring.device import OVERRIDE_ENV
@@ -93,11 +93,13 @@ def _local_daemon(client: Any) -> bool:
 def daemon_gpus(client: Any, env: dict[str, str] | None = None) -> list[int]:
     """GPU indices of the Docker daemon's machine: ``/dev/nvidia<N>`` here, else ``EVOBENCH_DOCKER_GPUS``.
 
+    On a local daemon, GPUs a learning run's policy keeps (``EVOBENCH_AGENT_GPUS``) are left out.
+
     Raises:
         InfraError: If the daemon is remote and ``EVOBENCH_DOCKER_GPUS`` is unset or malformed.
     """
-    if _local_daemon(client):
-        return host_gpus(Path("/dev"))
+    if _local_daemon(client):  # never the GPU a learning run's policy keeps (EVOBENCH_AGENT_GPUS)
+        return evaluation_pool(host_gpus(Path("/dev")), None if env is None else env)
     raw = (os.environ if env is None else env).get(DOCKER_GPUS_ENV, "").strip()
     where = str(getattr(client.api, "base_url", "?"))
     parts = [p.strip() for p in raw.split(",") if p.strip()]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.envs.manifest import Hardware
-from harness.hardware.gpus import assign, host_gpus
+from harness.hardware.gpus import assign, eval_memory_fraction, evaluation_pool, host_gpus
 
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps")
 """Driver nodes every CUDA process opens (``nvidia-caps``: MIG capabilities), when present."""
@@ -85,7 +85,7 @@ def gpu_access(
     """
     if hw.gpu_count <= 0:
         return None
-    chosen = assign(hw.gpu_count, slot, host_gpus(dev_root, visible))
+    chosen = assign(hw.gpu_count, slot, evaluation_pool(host_gpus(dev_root, visible)))
     if not chosen:
         return None
     nodes = [str(dev_root / f"nvidia{n}") for n in chosen]
@@ -97,6 +97,10 @@ def gpu_access(
     }
     if libs:
         env["LD_LIBRARY_PATH"] = ":".join(libs)
+    if (share := eval_memory_fraction()) is not None:
+        # A GPU shared with the agent (agents/learning/gpu_plan.py): torch 2.13's caching allocator
+        # reads its per-process cap from here. Advisory only: the candidate's own code can lift it.
+        env["PYTORCH_CUDA_ALLOC_CONF"] = f"per_process_memory_fraction:{share}"
     return GpuAccess(chosen, tuple(nodes), ("/sys", *libs), env)
 
 

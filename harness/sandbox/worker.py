@@ -153,8 +153,10 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
     cand: SandboxedCandidate | None = None
     outcome_seconds: float | None = None
     cases: list[CaseRecord] = []
+    device = ""
     try:
         scorer = state.scorer(variant)
+        device = scorer.device_label()
         deadline = time.monotonic() + variant.timeout_s
         zygote = (
             state.zygote(variant) if (job.mode == "warm" and variant.language is Language.PYTHON) else None
@@ -215,6 +217,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
         stderr_tail=_tail(cand.stderr_tail) if cand else "",
         durations=durations,
         cases=cases,
+        device=device,
         **base,
     )
 

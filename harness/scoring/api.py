@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.evaluation.errors import CandidateInvalid
 from harness.evaluation.result import CaseRecord
+from harness.scoring.device import DeviceChoice
 
 if TYPE_CHECKING:
     from harness.envs.registry import Variant
@@ -229,6 +230,15 @@ class Scorer(ABC):
             CandidateInvalid: The text breaks a rule of the family (e.g. its size).
         """
         return source
+
+    def device_label(self) -> str:
+        """The device this scorer times on, recorded with each of its results ("" if none).
+
+        Scorers that time on a chosen device keep its :class:`~harness.scoring.device.DeviceChoice`
+        in ``self.device`` (set by ``prepare``); results of different devices are never pooled.
+        """
+        device = getattr(self, "device", None)
+        return device.label if isinstance(device, DeviceChoice) else ""
 
     @abstractmethod
     def score(self, candidate: CandidateRuntime) -> ScoreOutcome:

@@ -6,6 +6,8 @@ import math
 
 from harness.envs.registry import Variant
 from harness.envs.secret import KEY_ENV, key_env_value
+from harness.hardware.gpu_models import MODELS
+from harness.hardware.gpu_models import model as gpu_model
 from harness.images.naming import env_image_tag
 
 from .client import SandboxSpec
@@ -21,26 +23,26 @@ WARM_EVALUATIONS = 1000
 MAX_LIFETIME_S = 24 * 3600
 
 
-NO_UPGRADE = {"H100": "H100!"}
-"""Modal's names for "exactly this GPU": plain ``H100`` may be upgraded to an H200 (Modal's GPU
-guide), whose timings the variant's scorer refuses (``harness.scoring.device``)."""
-
-
 def gpu_string(variant: Variant) -> str | None:
-    """Modal's ``TYPE[:COUNT]`` for the variant's GPUs (upper-case type), or None for CPU variants.
+    """Modal's ``TYPE[:COUNT]`` for the variant's GPUs, or None for CPU variants.
 
-    The type never allows an upgrade (``H100!``): a variant is timed on the GPU it names.
+    The type is the one that gets exactly the variant's model and form factor
+    (``harness.hardware.gpu_models``): ``H100!`` (plain ``H100`` may be upgraded to an H200, Modal's
+    GPU guide), ``A100-80GB`` (plain ``A100`` is the 40 GB card); the scorer refuses any other.
 
     Raises:
-        ValueError: If the variant asks for GPUs without naming a type.
+        ValueError: If the variant asks for GPUs without naming a model, or Modal does not offer
+            its model.
     """
     hw = variant.hardware
     if hw.gpu_count <= 0:
         return None
     if not hw.gpu:
         raise ValueError(f"variant {variant.id} requests {hw.gpu_count} GPU(s) but names no GPU type")
-    kind = hw.gpu.strip().upper()
-    kind = NO_UPGRADE.get(kind, kind)
+    kind = gpu_model(hw.gpu).modal
+    if not kind:
+        offered = ", ".join(m.key for m in MODELS.values() if m.modal)
+        raise ValueError(f"variant {variant.id} needs an {hw.gpu}; Modal offers none (it offers {offered})")
     return kind if hw.gpu_count == 1 else f"{kind}:{hw.gpu_count}"
 
 

@@ -99,6 +99,6 @@ def test_gpu_family_default_refuses_without_its_gpu(monkeypatch: pytest.MonkeyPa
     assert s.device.device == "cpu"
     from dataclasses import replace
 
-    gpu_variant = replace(v, hardware=v.hardware.model_copy(update={"gpu": "A100"}))
+    gpu_variant = replace(v, hardware=v.hardware.model_copy(update={"gpu": "A100 SXM4 80GB"}))
     with pytest.raises(InfraError, match="needs an NVIDIA A100"):
         KernelBenchScorer(gpu_variant, v.family_dir).prepare()

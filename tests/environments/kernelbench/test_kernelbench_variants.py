@@ -78,7 +78,7 @@ def test_manifest_pins_the_sixteen_pacevolve_problems_of_the_pre_rescale_commit(
         v = variants[vid]
         assert v.data == ((key, source),) and not v.tiny
         assert v.scorer_params["problem_data"] == f"KernelBench/{rel}"
-        assert v.hardware.gpu == "A100" and v.hardware.gpu_count == 1 and v.image == "cuda"
+        assert v.hardware.gpu == "A100 SXM4 80GB" and v.hardware.gpu_count == 1 and v.image == "cuda"
         assert (v.progress.y_init, v.progress.y_target) == (1.0, target)
         assert v.timeout_s == 1800.0  # PACEvolve's eval_timeout
         p = v.scorer_params
@@ -95,7 +95,7 @@ def test_bench_envs_lists_all_variants_with_their_gpu_without_data(tmp_path: Pat
     rows = {row["id"]: row for row in json.loads(r.stdout)}
     assert sorted(rows) == sorted([*PACEVOLVE, "kernelbench-tiny"])
     for vid in PACEVOLVE:
-        assert rows[vid]["gpu"] == "A100" and rows[vid]["needs_data"] == ["problems"]
+        assert rows[vid]["gpu"] == "A100 SXM4 80GB" and rows[vid]["needs_data"] == ["problems"]
     assert rows["kernelbench-tiny"]["gpu"] == "" and rows["kernelbench-tiny"]["needs_data"] == []
     table = bench("envs", "--family", "kernelbench", data_root=tmp_path / "empty", cwd=tmp_path)
     assert table.returncode == 0 and "1x A100" in table.stdout and "kernelbench-rnn" in table.stdout
@@ -224,7 +224,7 @@ def test_eval_on_cpu_fails_fast_naming_the_a100(tmp_path: Path) -> None:
     assert r.returncode == 3, r.stdout + r.stderr
     res = json.loads(r.stdout)
     assert res["status"] == "infra_error"
-    assert "needs an NVIDIA A100 GPU" in res["reason"] and OVERRIDE_ENV in res["reason"]
+    assert "needs an NVIDIA A100 SXM4 80GB GPU" in res["reason"] and OVERRIDE_ENV in res["reason"]
     assert res["durations"]["candidate"] == 0.0
 
 

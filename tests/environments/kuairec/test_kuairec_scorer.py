@@ -105,7 +105,7 @@ def test_full_variant_refuses_a_machine_without_its_gpu(
         pytest.skip("this machine has a GPU")
     monkeypatch.delenv("EVOBENCH_GPU_OVERRIDE", raising=False)
     scorer = KuaiRecScorer(default_registry().get("kuairec"), tmp_path)
-    with pytest.raises(InfraError, match="needs an NVIDIA H100 GPU; no CUDA GPU is visible"):
+    with pytest.raises(InfraError, match="needs an NVIDIA H100 SXM GPU; no CUDA GPU is visible"):
         scorer.prepare()  # before any data is read
 
 

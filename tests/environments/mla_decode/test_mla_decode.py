@@ -109,7 +109,7 @@ def test_manifest_cases_and_gpu_refusal(monkeypatch: pytest.MonkeyPatch) -> None
         (2048, 5291),
     ]
     assert [(c["prefill"], c["seed"]) for c in v.scorer_params["benchmarks"]] == [(4096, 9817), (6144, 5291)]
-    assert v.hardware.gpu == "H200" and MLAConfig() == MLAConfig(**v.scorer_params["model"])
+    assert v.hardware.gpu == "H200 SXM" and MLAConfig() == MLAConfig(**v.scorer_params["model"])
     if not torch.cuda.is_available():
         monkeypatch.delenv(OVERRIDE_ENV, raising=False)
         with pytest.raises(InfraError, match="needs an NVIDIA H200"):

@@ -91,8 +91,8 @@ def test_manifest_has_the_upstream_cases() -> None:
     assert [b["seed"] for b in benches] == [9371, 381, 2301, 12819, 381, 481, 23291]
     assert sum(not t["nomask"] for t in tests) == 7
     assert {t["hiddendim"] for t in tests + benches} == {128}
-    assert v.timeout_s == 1200.0 and v.hardware.gpu == "H100"
-    assert default_registry().get("trimul-a100").hardware.gpu == "A100"
+    assert v.timeout_s == 1200.0 and v.hardware.gpu == "H100 SXM"
+    assert default_registry().get("trimul-a100").hardware.gpu == "A100 SXM4 80GB"
 
 
 def test_gpu_variant_refuses_a_machine_without_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,6 +125,7 @@ def test_tiny_variant_scores_the_initial_program_in_the_sandbox() -> None:
     assert res.status is Status.OK, res.reason
     assert res.score is not None and res.score > 0
     assert res.metrics["timing_cpu"] == 1.0 and res.metrics["gpu_override"] == 0.0
+    assert res.device == "cpu"  # the scorer's device, recorded with every result
     assert res.metrics["timed_calls"] >= 6
     assert res.score == pytest.approx(res.metrics["score_us"])
     assert res.metrics["round_trip_us"] >= res.metrics["score_us"]

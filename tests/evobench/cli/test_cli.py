@@ -77,7 +77,8 @@ def test_runs_refuse_validation_subsets_but_eval_scores_them(tmp_path: Path) -> 
     reason="needs a machine without a GPU",
 )
 @pytest.mark.parametrize(
-    ("env", "gpu"), [("trimul-h100", "H100"), ("mla-decode-h200", "H200"), ("trimul-a100", "A100")]
+    ("env", "gpu"),
+    [("trimul-h100", "H100 SXM"), ("mla-decode-h200", "H200 SXM"), ("trimul-a100", "A100 SXM4 80GB")],
 )
 def test_runs_of_gpu_variants_fail_fast_without_the_gpu(tmp_path: Path, env: str, gpu: str) -> None:
     r = bench("run", "--agent", "random-search", "--env", env, "--max-evaluations", "2", cwd=tmp_path)

@@ -95,6 +95,8 @@ def test_local_daemon_reads_this_machines_gpus(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(db, "host_gpus", lambda dev: [0, 1])
     assert daemon_gpus(_client("http+docker://localhost"), env={DOCKER_GPUS_ENV: "7"}) == [0, 1]
+    # a learning run's policy keeps GPU 0 (agents/learning/gpu_plan.py): containers get only GPU 1
+    assert daemon_gpus(_client("http+docker://localhost"), env={"EVOBENCH_AGENT_GPUS": "0"}) == [1]
 
 
 def test_cpu_variant_requests_no_gpu() -> None:

@@ -21,7 +21,7 @@ from harness.hardware.gpus import assign, host_gpus
 from harness.sandbox import isolation
 from harness.sandbox.gpus import gpu_access, gpu_binds
 
-GPU_HW = Hardware(cpus=1.0, memory_mb=2048, gpu="H100", gpu_count=1)
+GPU_HW = Hardware(cpus=1.0, memory_mb=2048, gpu="H100 SXM", gpu_count=1)
 CPU_HW = Hardware(cpus=1.0, memory_mb=2048)
 
 
@@ -171,3 +171,15 @@ def test_cuda_torch_runs_inside_the_local_sandbox() -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "1.0"]
+
+
+def test_a_gpu_memory_plan_reaches_the_sandbox(fake_dev: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GPU 0 is the learning agent's (issue 32 item 7): slots get 1, 2, 10; a share caps the allocator.
+    monkeypatch.setenv("EVOBENCH_AGENT_GPUS", "0")
+    slots = [gpu_access(GPU_HW, s, dev_root=fake_dev, visible="") for s in range(4)]
+    assert [a.indices if a else () for a in slots] == [(1,), (2,), (10,), (1,)]
+    access = gpu_access(GPU_HW, 0, dev_root=fake_dev, visible="")
+    assert access is not None and "PYTORCH_CUDA_ALLOC_CONF" not in access.env
+    monkeypatch.setenv("EVOBENCH_EVAL_GPU_FRACTION", "0.25")
+    access = gpu_access(GPU_HW, 0, dev_root=fake_dev, visible="")
+    assert access is not None and access.env["PYTORCH_CUDA_ALLOC_CONF"] == "per_process_memory_fraction:0.25"

@@ -57,8 +57,9 @@ def test_gpu_string_parses_and_never_upgrades(env_id: str) -> None:
     v = default_registry().get(env_id)
     cfg = parse_gpu_config(gpu_string(v))
     assert cfg.count == v.hardware.gpu_count
-    # "H100" may be served by an H200 (Modal's GPU guide); "H100!" may not.
-    assert cfg.gpu_type == ("H100!" if v.hardware.gpu == "H100" else v.hardware.gpu.upper())
+    # "H100" may be served by an H200 (Modal's GPU guide); "H100!" may not. "A100" is 40 GB.
+    want = {"H100 SXM": "H100!", "H200 SXM": "H200", "A100 SXM4 80GB": "A100-80GB"}[v.hardware.gpu]
+    assert cfg.gpu_type == want
 
 
 def test_stdin_over_2mib_is_written_in_drained_chunks() -> None:

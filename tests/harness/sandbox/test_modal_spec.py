@@ -34,14 +34,22 @@ def _with_hw(env_id: str, **hw: object):  # type: ignore[no-untyped-def]
     ("gpu", "count", "expected"),
     [
         ("", 0, None),
-        ("H100", 1, "H100!"),
-        ("h100", 2, "H100!:2"),
-        ("h200", 1, "H200"),
-        ("A100-80GB", 2, "A100-80GB:2"),
+        ("H100 SXM", 1, "H100!"),
+        ("H100 SXM", 2, "H100!:2"),
+        ("H200 SXM", 1, "H200"),
+        ("A100 SXM4 80GB", 2, "A100-80GB:2"),
+        ("A100 SXM4 40GB", 1, "A100-40GB"),
     ],
 )
 def test_gpu_string(gpu: str, count: int, expected: str | None) -> None:
     assert gpu_string(_with_hw("selftest-tiny", gpu=gpu, gpu_count=count)) == expected
+
+
+@pytest.mark.parametrize("gpu", ["H100 PCIe", "H100 NVL", "A100 PCIe 80GB"])
+def test_models_modal_cannot_pin_are_refused(gpu: str) -> None:
+    # Modal's plain types are SXM cards; a PCIe / NVL variant is never silently run on one.
+    with pytest.raises(ValueError, match=f"needs an {gpu}; Modal offers none"):
+        gpu_string(_with_hw("selftest-tiny", gpu=gpu, gpu_count=1))
 
 
 def test_gpu_count_without_type_is_rejected() -> None:
@@ -50,7 +58,7 @@ def test_gpu_count_without_type_is_rejected() -> None:
 
 
 def test_spec_resources_timeouts_tags() -> None:
-    v = _with_hw("eplb-tiny", cpus=2.0, memory_mb=4096, gpu="H100", gpu_count=1, disk_mb=300)
+    v = _with_hw("eplb-tiny", cpus=2.0, memory_mb=4096, gpu="H100 SXM", gpu_count=1, disk_mb=300)
     warm = sandbox_spec(v, slot=3, backend_id="b1", run_id="r1", warm=True, idle_timeout_s=120)
     cold = sandbox_spec(v, slot=0, backend_id="b1", warm=False)
     assert warm.command[:5] == ("python", "-P", "-m", "harness.sandbox.container_main", "--stdio")
