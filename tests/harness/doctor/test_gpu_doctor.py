@@ -89,7 +89,7 @@ def test_without_a_gpu_every_row_lists_what_it_would_check_and_exits_0() -> None
     assert {r.verdict for r in rows} == {"not checked"}
     assert all("no NVIDIA driver" in r.summary and r.details[0].startswith("would check:") for r in rows)
     evals = next(r for r in rows if r.name == "evals")
-    assert "on an H100: trimul-h100, kuairec" in evals.details
+    assert "on an H100 SXM: trimul-h100, kuairec" in evals.details
     assert exit_code(rows, NO_GPU) == 0
 
 
@@ -149,13 +149,18 @@ def test_only_variants_whose_model_and_memory_fit_run_in_headline_order() -> Non
         for v in variants_here(GPU_VARIANTS, GpuFacts("580.1", "13.0", ["NVIDIA A100-SXM4-80GB"], [79.2]))
     ]
     assert a100[0] == "trimul-a100" and a100[1:] == sorted(a100[1:]) and len(a100) == 17
-    v = default_registry().get("trimul-h100")
-    big = dataclasses.replace(v, hardware=v.hardware.model_copy(update={"gpu_memory_gib": 100.0}))
-    assert variants_here([big], H100) == []  # an H100 80GB lacks the memory
-    assert variants_here([big], GpuFacts("580.1", "13.0", ["NVIDIA H100 NVL"], [110.0])) == [big]
+    v = default_registry().get("mla-decode-h200")
+    big = dataclasses.replace(v, hardware=v.hardware.model_copy(update={"gpu_memory_gib": 150.0}))
+    fits = dataclasses.replace(v, hardware=v.hardware.model_copy(update={"gpu_memory_gib": 100.0}))
+    assert variants_here([big, fits], h200) == [fits]  # an H200's 141 GB lacks 150 GiB
+    nvl = GpuFacts("580.1", "13.0", ["NVIDIA H100 NVL"], [93.6])  # another form factor: not pooled
+    assert variants_here(GPU_VARIANTS, nvl) == []
 
 
-def test_evals_run_each_variant_under_its_cap_and_time_out_as_not_checked(clock: Clock) -> None:
+def test_evals_run_each_variant_under_its_cap_and_time_out_as_not_checked(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gpu, "_reduced", lambda reg, var: var)  # full evaluations (no reduced mode)
     runner = FakeRunner(clock, lambda argv: (None, "still timing"))
     row = gpu.row_evals(H100, _copies("trimul-h100", 3), runner, TIME_BUDGET_S["evals"])
     caps = [cap for _, cap in runner.calls]
