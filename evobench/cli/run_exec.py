@@ -31,7 +31,7 @@ from harness.sandbox.factory import BackendUnavailable, make_backend
 from harness.sandbox.names import BackendName, Mode
 
 from .console import console, err_console, fmt
-from .failures import SignalInterrupt, stop_signals_interrupt, user_error
+from .failures import SignalInterrupt, stop_signals_interrupt, unwritable, user_error
 from .run_plan import ReaddPlan, RunPlan, data_problem
 
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -152,9 +152,19 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
     A finished run (:class:`~evobench.cli.run_plan.ReaddPlan`, or one that finished since it was
     planned) only gets its leaderboard row re-added if it is missing.
 
+    Output directories that cannot be written are refused first (exit 2), before the run's
+    directory is made.
+
     Returns:
         ``bench run``'s exit code: 0 done, 2 usage, 3 infra error, 130 interrupted.
     """
+    if isinstance(plan, RunPlan):  # before a run directory exists or anything is evaluated
+        out_dirs = [(plan.results_dir, "--results-dir")] if plan.resume is None else []
+        for directory, flag in [*out_dirs, (plan.leaderboard_dir, "--leaderboard-dir")]:
+            problem = unwritable(directory, flag)
+            if problem:
+                err_console.print(f"bench: error: {problem}")
+                return EXIT_USAGE
     opened = _open_store(plan)
     if isinstance(opened, int):
         return opened
