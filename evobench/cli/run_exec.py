@@ -24,7 +24,7 @@ from harness.envs.draw_bounds import BoundsError
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.results.store import RunStore, RunStoreError
-from harness.runner.completion import LeaderboardPending, readd
+from harness.runner.completion import LeaderboardPending
 from harness.runner.context import Evaluated
 from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
 from harness.sandbox.factory import BackendUnavailable, make_backend
@@ -249,10 +249,12 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
 
 
 def _readd(store: RunStore, v: Variant) -> int:
-    """``--resume`` of a finished run: re-add its leaderboard row if it is missing."""
+    """``--resume`` of a finished run: rebuild a damaged snapshot, re-add a missing leaderboard row."""
+    from harness.runner.repair import repair_run
+
     try:
-        added = readd(store, v)
-    except (ValueError, LeaderboardPending) as e:
+        done = repair_run(store, v, only_if_damaged=True)
+    except (ValueError, LeaderboardPending, RunStoreError) as e:
         err_console.print(f"bench: error: {e}")
         return EXIT_INFRA
     except OSError as e:
@@ -260,9 +262,15 @@ def _readd(store: RunStore, v: Variant) -> int:
         return EXIT_INFRA
     finally:
         store.close()
+    if done.damage:
+        console.print(
+            f"candidates.parquet was damaged ({done.damage}); rebuilt from the journal ({done.rows} rows)"
+        )
     where = store.info.leaderboard_dir
-    console.print(
-        f"run {store.info.run_id} already finished; "
-        + (f"its leaderboard row was added to {where}" if added else f"its leaderboard row is in {where}")
+    row = (
+        f"its leaderboard row {'was added to' if done.row_added else 'is in'} {where}"
+        if where
+        else "no leaderboard"
     )
+    console.print(f"run {store.info.run_id} already finished; {row}")
     return 0
