@@ -159,8 +159,10 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
         ``bench run``'s exit code: 0 done, 2 usage, 3 infra error, 130 interrupted.
     """
     if isinstance(plan, RunPlan):  # before a run directory exists or anything is evaluated
-        out_dirs = [(plan.results_dir, "--results-dir")] if plan.resume is None else []
-        for directory, flag in [*out_dirs, (plan.leaderboard_dir, "--leaderboard-dir")]:
+        new = plan.resume is None
+        out_dirs = [(plan.results_dir, "--results-dir")] if new else []
+        lb_flag = "--leaderboard-dir" if new else "the run's leaderboard directory"
+        for directory, flag in [*out_dirs, (plan.leaderboard_dir, lb_flag)]:
             problem = unwritable(directory, flag)
             if problem:
                 err_console.print(f"bench: error: {problem}")

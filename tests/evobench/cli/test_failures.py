@@ -127,3 +127,27 @@ def test_the_write_check_creates_a_missing_directory_and_leaves_it_empty(tmp_pat
 
     assert unwritable(tmp_path / "a" / "b", "--leaderboard-dir") is None
     assert list((tmp_path / "a" / "b").iterdir()) == []
+
+
+def test_resume_checks_the_runs_recorded_leaderboard_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agents.random_search import RandomSearchAgent
+    from evobench.cli.main import main
+    from harness.budget import Budget
+    from harness.envs.registry import default_registry
+    from harness.runner.runner import create_run
+
+    (tmp_path / "lb").write_text("not a directory")
+    store = create_run(
+        results_dir=tmp_path / "results", variant=default_registry().get("selftest-tiny"),
+        agent=RandomSearchAgent(), seed=0, budget=Budget(max_evaluations=2), backend="local", workers=1,
+        leaderboard_dir=tmp_path / "lb",
+    )  # fmt: skip
+    store.close()
+    assert main(["run", "--resume", str(store.run_dir), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"bench: error: the run's leaderboard directory {tmp_path / 'lb'} is a file, not a directory"
+    ]
+    assert (store.run_dir / "candidates.jsonl").read_bytes() == b""  # nothing was evaluated
