@@ -77,9 +77,14 @@ def run(
         implementer_model: litellm model (or ``offline/pacevolve``) that writes the code; sets
             ``implementer_model``.
         mode: ``warm`` (zygote fork per candidate) or ``cold`` (fresh interpreter per candidate).
-        results_dir: Where run directories are created.
-        leaderboard_dir: Where the finished run's leaderboard row is appended.
-        resume: A run directory to finish (its frozen configuration is used).
+        results_dir: Where run directories are created (checked writable before the run starts).
+        leaderboard_dir: Where the finished run's leaderboard row is appended (checked writable
+            before the run starts, not after it was evaluated).
+        resume: A run directory to finish, as recorded: its variant, agent, configuration, models,
+            seed, budget, backend, workers and leaderboard. Any of those flags given with a
+            different value is refused (exit 2, nothing changed; a flag at its default is no
+            conflict); ``--mode`` and ``--results-dir`` are ignored with a warning. A finished
+            run with a damaged ``candidates.parquet`` is rebuilt from its journal (as ``bench repair``).
         no_progress: Disable the progress bar.
     """
     # The docstring above is `bench run --help`. The options become a checked plan (nothing started

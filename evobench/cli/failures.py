@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import errno
+import os
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 from harness.results.atomic import LockHeldError
@@ -71,3 +74,22 @@ def user_error(e: BaseException) -> str:
         where = f" ({e.filename})" if e.filename else ""
         return f"{e.strerror or describe_error(e)}{where}: {_FIX[e.errno]}"
     return describe_error(e)
+
+
+def unwritable(directory: Path, flag: str) -> str | None:
+    """Why ``bench`` cannot write in ``directory`` (None: it can), found by writing there.
+
+    The directory is created if missing and a temporary file is written and removed in it: a
+    read-only leaderboard directory was otherwise found only after the whole run was evaluated.
+    Permission bits alone would not do (root ignores them; a read-only mount does not).
+    """
+    if directory.exists() and not directory.is_dir():
+        return f"{flag} {directory} is a file, not a directory"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".bench-write-check-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"{flag} {directory} is not writable: {user_error(e)}"
+    return None

@@ -20,6 +20,7 @@ from . import (
     commands_key,
     commands_modal,
     commands_reference,
+    commands_repair,
     commands_run,
 )
 
@@ -40,6 +41,7 @@ COMMANDS: dict[str, Any] = {
     "plot": commands_compare.plot,
     "report": commands_compare.report,
     "reference": commands_reference.reference,
+    "repair": commands_repair.repair,
 }
 
 

@@ -25,14 +25,14 @@ from harness.envs.draw_bounds import BoundsError
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.results.store import RunStore, RunStoreError
-from harness.runner.completion import LeaderboardPending, readd
+from harness.runner.completion import LeaderboardPending
 from harness.runner.context import Evaluated
 from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
 from harness.sandbox.factory import BackendUnavailable, make_backend
 from harness.sandbox.names import BackendName, Mode
 
 from .console import console, err_console, fmt
-from .failures import SignalInterrupt, stop_signals_interrupt, user_error
+from .failures import SignalInterrupt, stop_signals_interrupt, unwritable, user_error
 from .run_plan import ReaddPlan, RunPlan, data_problem
 
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -153,9 +153,21 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
     A finished run (:class:`~evobench.cli.run_plan.ReaddPlan`, or one that finished since it was
     planned) only gets its leaderboard row re-added if it is missing.
 
+    Output directories that cannot be written are refused first (exit 2), before the run's
+    directory is made.
+
     Returns:
         ``bench run``'s exit code: 0 done, 2 usage, 3 infra error, 130 interrupted.
     """
+    if isinstance(plan, RunPlan):  # before a run directory exists or anything is evaluated
+        new = plan.resume is None
+        out_dirs = [(plan.results_dir, "--results-dir")] if new else []
+        lb_flag = "--leaderboard-dir" if new else "the run's leaderboard directory"
+        for directory, flag in [*out_dirs, (plan.leaderboard_dir, lb_flag)]:
+            problem = unwritable(directory, flag)
+            if problem:
+                err_console.print(f"bench: error: {problem}")
+                return EXIT_USAGE
     opened = _open_store(plan)
     if isinstance(opened, int):
         return opened
@@ -244,10 +256,12 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
 
 
 def _readd(store: RunStore, v: Variant) -> int:
-    """``--resume`` of a finished run: re-add its leaderboard row if it is missing."""
+    """``--resume`` of a finished run: rebuild a damaged snapshot, re-add a missing leaderboard row."""
+    from harness.runner.repair import repair_run
+
     try:
-        added = readd(store, v)
-    except (ValueError, LeaderboardPending) as e:
+        done = repair_run(store, v, only_if_damaged=True)
+    except (ValueError, LeaderboardPending, RunStoreError) as e:
         err_console.print(f"bench: error: {e}")
         return EXIT_INFRA
     except OSError as e:
@@ -255,9 +269,15 @@ def _readd(store: RunStore, v: Variant) -> int:
         return EXIT_INFRA
     finally:
         store.close()
+    if done.damage:
+        console.print(
+            f"candidates.parquet was damaged ({done.damage}); rebuilt from the journal ({done.rows} rows)"
+        )
     where = store.info.leaderboard_dir
-    console.print(
-        f"run {store.info.run_id} already finished; "
-        + (f"its leaderboard row was added to {where}" if added else f"its leaderboard row is in {where}")
+    row = (
+        f"its leaderboard row {'was added to' if done.row_added else 'is in'} {where}"
+        if where
+        else "no leaderboard"
     )
+    console.print(f"run {store.info.run_id} already finished; {row}")
     return 0

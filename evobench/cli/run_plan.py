@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.budget import Budget
 from harness.envs.data import DataMissingError, require_data
 from harness.envs.registry import Variant, default_registry
+from harness.results.records import RunInfo
 from harness.results.store import RunStore, RunStoreError
 from harness.runner.context import Agent
 from harness.sandbox.factory import BackendName, BackendUnavailable, check_backend
@@ -197,6 +198,78 @@ def _configured_agent(a: RunArgs) -> Agent:
         raise PlanError(f"bad --agent-config: {e}") from e
 
 
+_DEFAULTS = RunArgs()
+_BUDGET_FLAGS = {
+    "--max-evaluations": "max_evaluations",
+    "--max-wall-s": "max_wall_s",
+    "--max-cost-usd": "max_cost_usd",
+}
+_MODEL_FLAGS = {
+    "--model": "model",
+    "--advisor-model": "advisor_model",
+    "--implementer-model": "implementer_model",
+}
+
+
+def _differs(given: object, default: object, recorded: object) -> bool:
+    """A flag conflicts when it was set (not its default) to something other than the run's value."""
+    return given != default and given != recorded
+
+
+def _same_dir(a: Path, b: str | Path) -> bool:
+    return a.expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def resume_conflicts(a: RunArgs, info: RunInfo, run_dir: Path) -> tuple[list[str], list[str]]:
+    """The flags given with ``--resume`` that the run's record contradicts: (refused, ignored).
+
+    A resumed run continues as recorded. Flags that define what it measures (variant, agent and
+    its configuration, models, seed, budget, backend, workers, leaderboard) are refused when
+    they differ; ``--mode`` (speed, never scores) and ``--results-dir`` (the run stays in its
+    directory) are ignored with a warning. A flag left at its default never conflicts.
+
+    Returns:
+        Refused flags as ``--flag VALUE (recorded R)`` and warnings for the ignored ones.
+
+    Raises:
+        PlanError: If ``--agent-config`` is not a JSON object.
+    """
+    recorded: list[tuple[str, object, object, object]] = [
+        ("--env", a.env, _DEFAULTS.env, info.env_id),
+        ("--agent", a.agent, _DEFAULTS.agent, info.agent),
+        ("--seed", a.seed, _DEFAULTS.seed, info.seed),
+        ("--backend", a.backend, _DEFAULTS.backend, info.backend),
+        ("--workers", a.workers, _DEFAULTS.workers, info.workers),
+    ]
+    for flag, field in _BUDGET_FLAGS.items():
+        recorded.append((flag, getattr(a, field), getattr(_DEFAULTS, field), info.budget.get(field)))
+    cfg = info.agent_config
+    for flag, field in _MODEL_FLAGS.items():
+        recorded.append((flag, getattr(a, field), None, cfg.get(field)))
+    try:
+        overrides = json.loads(a.agent_config)
+    except ValueError as e:
+        raise PlanError(f"bad --agent-config: {e}") from e
+    if not isinstance(overrides, dict):
+        raise PlanError("bad --agent-config: not a JSON object")
+    for key, value in overrides.items():
+        recorded.append((f"--agent-config {key}=", value, object(), cfg.get(key)))
+    refused = [
+        f"{flag}{'' if flag.endswith('=') else ' '}{given} (recorded {'unset' if rec is None else rec})"
+        for flag, given, default, rec in recorded
+        if _differs(given, default, rec)
+    ]
+    if info.leaderboard_dir is not None and a.leaderboard_dir != _DEFAULTS.leaderboard_dir:
+        if not _same_dir(a.leaderboard_dir, info.leaderboard_dir):
+            refused.append(f"--leaderboard-dir {a.leaderboard_dir} (recorded {info.leaderboard_dir})")
+    ignored = []
+    if _differs(a.mode, _DEFAULTS.mode, info.mode):
+        ignored.append(f"--mode {a.mode} ignored: the run continues in its recorded mode {info.mode}")
+    if a.results_dir != _DEFAULTS.results_dir and not _same_dir(a.results_dir, run_dir.parent):
+        ignored.append(f"--results-dir {a.results_dir} ignored: a resumed run stays in {run_dir}")
+    return refused, ignored
+
+
 def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
     from agents.registry import get_agent_class
 
@@ -206,6 +279,13 @@ def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
             info = store.info
     except (RunStoreError, OSError) as e:
         raise PlanError(user_error(e)) from e
+    refused, ignored = resume_conflicts(a, info, run_dir)
+    if refused:
+        raise PlanError(
+            f"--resume {run_dir} continues the run as recorded, but "
+            + "; ".join(refused)
+            + ": drop those flags, or start a new run without --resume"
+        )
     v = default_registry().get(info.env_id)
     if info.status == "finished":
         return ReaddPlan(run_dir=run_dir, variant=v)
@@ -233,6 +313,7 @@ def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
         resume=run_dir,
         gpu_env=tuple(sorted(gpu_env.items())),
         gpu_lines=tuple(gpu_lines),
+        warnings=tuple(ignored),
     )
 
 

@@ -31,6 +31,27 @@ class CandidatesMissingError(FileNotFoundError):
     """A run has no ``candidates.parquet`` snapshot to draw its curve from."""
 
 
+def parquet_problem(path: Path, *, full: bool = False) -> str | None:
+    """Why a Parquet file cannot be read, in one line (None: it reads, or it does not exist).
+
+    Args:
+        path: The file.
+        full: Read every row (otherwise only the footer: magic bytes, metadata, schema).
+    """
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        return None
+    try:
+        pq.read_table(path) if full else pq.read_metadata(path)
+    except (pa.ArrowException, OSError) as e:
+        why = (str(e).splitlines() or [type(e).__name__])[0]
+        if why.startswith("Could not open Parquet input source") and "': " in why:
+            why = why.split("': ", 1)[1]  # the path is named by the caller
+        return why.split(". ")[0]  # Arrow's first sentence says what is wrong
+    return None
+
+
 def read_candidates(paths: Mapping[str, Path], *, with_times: bool = False) -> pa.Table:
     """Read several runs' candidate tables in one multi-threaded scan (only the columns curves need).
 

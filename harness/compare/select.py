@@ -19,6 +19,7 @@ from .anytime import (
     CandidatesMissingError,
     at_budget,
     best_so_far,
+    parquet_problem,
     progress_auc,
     progress_auc_on,
     progress_of,
@@ -319,9 +320,9 @@ def variant_runs(
 
     Raises:
         VersionMixError: See :func:`select_runs` (``KeyMixError`` too, and for mixed bounds).
-        VersionMixError: See :func:`select_runs`.
         DeviceMixError: See :func:`select_runs`.
-        CandidatesMissingError: If a budget is set and a run's candidates are missing.
+        CandidatesMissingError: If a budget is set and a run's candidates are missing or damaged
+            (the message names ``bench repair``); without a budget such a run only loses its AUC.
         BudgetPastEndError: If a budget lies past the end of a run.
         ValueError: If the budget is invalid.
     """
@@ -354,6 +355,12 @@ def variant_runs(
             f"{variant}: no candidates in {results_dir} for {', '.join(absent)}: no AUC for these runs"
         )
     paths = {k: v for k, v in paths.items() if k not in absent}
+    damaged, note = damaged_runs(variant, paths)
+    if damaged and axis is not None:  # a budget's score comes from the candidates: none to use
+        raise CandidatesMissingError(f"comparing {budget.label()} needs every run's candidates; {note}")
+    if damaged:  # like a missing file: the leaderboard's final score stays, the AUC is skipped
+        notes.append(f"{note}; no AUC until then")
+    paths = {k: v for k, v in paths.items() if k not in damaged}
     if not paths:
         return VariantRuns(variant, env_hash, maximize, out, _with_degenerate(notes, variant, out))
     curves = best_so_far(
@@ -380,6 +387,22 @@ def variant_runs(
     if auc is not None:
         out["auc"] = auc.reindex(out["run_id"]).to_numpy()
     return VariantRuns(variant, env_hash, maximize, out, _with_degenerate(notes, variant, out))
+
+
+def damaged_runs(variant: str, paths: Mapping[str, Path]) -> tuple[dict[str, str], str]:
+    """Runs whose ``candidates.parquet`` exists but cannot be read, and one note naming the repair.
+
+    Returns:
+        Run id -> what is wrong (its footer unreadable), and the note (``""`` when none is damaged).
+    """
+    damaged = {rid: why for rid, p in paths.items() if (why := parquet_problem(Path(p))) is not None}
+    if not damaged:
+        return {}, ""
+    parts = [
+        f"{rid} ({why}; rebuild it: bench repair {Path(paths[rid]).parent})" for rid, why in damaged.items()
+    ]
+    runs = "run" if len(parts) == 1 else "runs"
+    return damaged, f"{variant}: candidates.parquet damaged in {runs} {', '.join(parts)}"
 
 
 def _with_degenerate(notes: list[str], variant: str, out: pd.DataFrame) -> list[str]:
@@ -422,7 +445,8 @@ def agent_curves(
         device: Plot only the runs timed on this device (see :func:`select_runs`).
 
     Returns:
-        Unit label -> curves, notes (runs skipped because their candidates are missing), and the
+        Unit label -> curves, notes (runs skipped because their candidates are missing or
+        damaged, with the repair command), and the
         runs' progress bounds (None when ``progress`` is not given).
 
     Raises:
@@ -441,6 +465,10 @@ def agent_curves(
     if absent:
         notes.append(f"{variant}: no candidates in {results_dir} for {', '.join(absent)}; not plotted")
     paths = {k: v for k, v in paths.items() if k not in absent}
+    damaged, note = damaged_runs(variant, paths)
+    if damaged:
+        notes.append(f"{note}; not plotted until then")
+        paths = {k: v for k, v in paths.items() if k not in damaged}
     if not paths:
         return {}, notes, bounds
     curves = best_so_far(read_candidates(paths, with_times=with_times), maximize=maximize)

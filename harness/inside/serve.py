@@ -19,8 +19,26 @@ from . import wire
 _TB_LIMIT = 4000
 
 
-def _error_reply(kind: str, exc: BaseException) -> dict:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+def candidate_traceback(exc: BaseException, path: str) -> str:
+    """The traceback of a failed load as the candidate should see it: its own frames only.
+
+    Loading runs through this server and ``importlib``; those frames say nothing about the
+    candidate's program and bury its line (a syntax error's caret, the line that raised) under
+    ten lines of machinery. Frames of other files the candidate's code called (a library it
+    imported) stay once its own frame has been entered.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, f in enumerate(frames) if f.filename == path), len(frames))
+    own = frames[first:]
+    head = ["Traceback (most recent call last):\n", *traceback.format_list(own)] if own else []
+    return "".join(head + traceback.format_exception_only(type(exc), exc))
+
+
+def _error_reply(kind: str, exc: BaseException, path: str | None = None) -> dict:
+    if path is not None:
+        tb = candidate_traceback(exc, path)
+    else:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return {
         "type": "error",
         "kind": kind,
@@ -56,6 +74,7 @@ def serve(sock: socket.socket) -> None:
             os._exit(0)
         op = req.get("op") if isinstance(req, dict) else None
         if op == "load":
+            path: str | None = None
             try:
                 path = os.path.join(os.getcwd(), req["filename"])
                 with open(path, "w", encoding="utf-8") as f:
@@ -65,11 +84,12 @@ def serve(sock: socket.socket) -> None:
                 module = importlib.util.module_from_spec(spec)
                 sys.modules["candidate"] = module
                 spec.loader.exec_module(module)
+                path = None  # a driver that fails to load is the harness's fault: its full traceback
                 if req.get("driver"):
                     driver = _load_driver(req["driver"])
                 reply = {"type": "loaded"}
             except BaseException as e:  # noqa: BLE001 - report anything the candidate raises
-                reply = _error_reply("load", e)
+                reply = _error_reply("load", e, path)
         elif op == "call":
             try:
                 if req.get("driver"):

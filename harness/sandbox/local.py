@@ -6,6 +6,7 @@ import itertools
 import logging
 import multiprocessing as mp
 import os
+import signal
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -22,6 +23,34 @@ from .worker import EvalJob, Mode, init_worker, run_job
 log = logging.getLogger(__name__)
 
 _instances = itertools.count()
+
+PARENT_SIGNALS = frozenset({signal.SIGINT, signal.SIGHUP})
+"""Signals a terminal sends to the whole process group that the run's own process handles."""
+
+
+class _QuietWorker(mp.context.SpawnProcess):
+    """A pool worker that starts with Ctrl-C and hang-up blocked.
+
+    A spawned worker imports the harness (seconds on a loaded machine) before its initializer can
+    ignore these signals; a Ctrl-C in that window printed a ~40-line ``KeyboardInterrupt``
+    traceback from inside an import. A blocked mask is inherited through fork and exec (the
+    resource tracker is started the same way), so the signal waits until
+    :func:`~harness.sandbox.worker.init_worker` ignores it, which discards it.
+    """
+
+    def start(self) -> None:
+        """Start the process with :data:`PARENT_SIGNALS` blocked in it (this thread's mask is restored)."""
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+        try:
+            super().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class _QuietSpawnContext(mp.context.SpawnContext):
+    """The ``spawn`` context whose processes are :class:`_QuietWorker`."""
+
+    Process = _QuietWorker
 
 
 def _uid_hint() -> int:
@@ -77,7 +106,7 @@ class LocalBackend(Sandbox):
                 # What killed runs left (their workers now end with them): directories,
                 # semaphores, cgroups of owners that are gone; never a live run's.
                 sweep_leftovers()
-                ctx = mp.get_context("spawn")
+                ctx = _QuietSpawnContext()
                 slots = ctx.Queue()
                 # Sandbox uids private to this backend instance: another run's fork bomb (per-uid
                 # process limit) or leftover cannot touch this one's candidates.

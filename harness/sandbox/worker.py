@@ -245,6 +245,9 @@ def init_worker(
     # pool itself ends the workers of a broken pool with it, and would wait on one that ignored it.
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    # The pool started this process with them blocked (a signal pending since is discarded by the
+    # ignore above); its sandboxes start from an ordinary mask.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGHUP))
     slot = slot_queue.get() if hasattr(slot_queue, "get") else os.getpid() % 1000
     _STATE = state = WorkerState(int(slot))
     set_worker_index(int(slot) % UIDS_PER_BACKEND)  # its own CPU for CPU-clocked kernel sessions

@@ -78,13 +78,76 @@ def readonly_dir(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(d)], check=False)
 
 
+RUN = ["run", "--agent", "random-search", "--env", "selftest-tiny", "--max-evaluations", "2", "--no-progress"]
+
+
 def test_read_only_results_dir_is_one_error_line(
     readonly_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from evobench.cli.main import main
 
-    args = ["run", "--agent", "random-search", "--env", "selftest-tiny", "--max-evaluations", "2"]
-    assert main([*args, "--results-dir", str(readonly_dir / "results"), "--no-progress"]) == 3
+    assert main([*RUN, "--results-dir", str(readonly_dir / "results")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("bench: error: Read-only file system")
-    assert str(readonly_dir / "results") in err[0] and "writable --results-dir" in err[0]
+    assert len(err) == 1 and err[0].startswith(f"bench: error: --results-dir {readonly_dir / 'results'}")
+    assert "Read-only file system" in err[0] and "writable --results-dir" in err[0]
+
+
+def test_read_only_leaderboard_dir_is_refused_before_the_run_starts(
+    readonly_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was found only once the whole run had been evaluated (the row could not be appended)."""
+    from evobench.cli.main import main
+
+    results = tmp_path / "results"
+    assert main([*RUN, "--results-dir", str(results), "--leaderboard-dir", str(readonly_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"bench: error: --leaderboard-dir {readonly_dir} is not writable"
+    )
+    assert "Read-only file system" in err[0]
+    assert not any(results.iterdir())  # no run directory: nothing was evaluated
+    assert os.listdir(readonly_dir) == []  # the write check left nothing behind
+
+
+def test_a_file_in_place_of_the_leaderboard_dir_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evobench.cli.main import main
+
+    (tmp_path / "lb").write_text("not a directory")
+    results = tmp_path / "results"
+    assert main([*RUN, "--results-dir", str(results), "--leaderboard-dir", str(tmp_path / "lb")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"bench: error: --leaderboard-dir {tmp_path / 'lb'} is a file, not a directory"]
+    assert not any(results.iterdir())
+
+
+def test_the_write_check_creates_a_missing_directory_and_leaves_it_empty(tmp_path: Path) -> None:
+    from evobench.cli.failures import unwritable
+
+    assert unwritable(tmp_path / "a" / "b", "--leaderboard-dir") is None
+    assert list((tmp_path / "a" / "b").iterdir()) == []
+
+
+def test_resume_checks_the_runs_recorded_leaderboard_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agents.random_search import RandomSearchAgent
+    from evobench.cli.main import main
+    from harness.budget import Budget
+    from harness.envs.registry import default_registry
+    from harness.runner.runner import create_run
+
+    (tmp_path / "lb").write_text("not a directory")
+    store = create_run(
+        results_dir=tmp_path / "results", variant=default_registry().get("selftest-tiny"),
+        agent=RandomSearchAgent(), seed=0, budget=Budget(max_evaluations=2), backend="local", workers=1,
+        leaderboard_dir=tmp_path / "lb",
+    )  # fmt: skip
+    store.close()
+    assert main(["run", "--resume", str(store.run_dir), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"bench: error: the run's leaderboard directory {tmp_path / 'lb'} is a file, not a directory"
+    ]
+    assert (store.run_dir / "candidates.jsonl").read_bytes() == b""  # nothing was evaluated

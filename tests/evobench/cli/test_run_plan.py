@@ -128,14 +128,59 @@ def test_resume_takes_the_runs_frozen_settings_not_the_flags(
     tmp_path: Path, made_run: RunStore, nothing_starts: None
 ) -> None:
     store = made_run
+    # Flags at their defaults, or equal to what the run recorded, are no conflict.
     plan = plan_run(
-        RunArgs(resume=store.run_dir, backend="docker", workers=7, seed=99, max_evaluations=1, mode="warm")
+        RunArgs(resume=store.run_dir, env="eplb-tiny", seed=5, max_evaluations=50, workers=0, mode="warm")
     )
     assert isinstance(plan, RunPlan) and plan.resume == store.run_dir
     assert (plan.backend, plan.workers, plan.mode, plan.seed) == ("local", 2, "cold", 5)
     assert plan.budget.max_evaluations == 9 and plan.agent.name == "random-search"
-    assert plan.leaderboard_dir == (tmp_path / "frozen-lb").resolve()
+    assert plan.leaderboard_dir == (tmp_path / "frozen-lb").resolve() and plan.warnings == ()
     RunStore.open(store.run_dir).close()  # planning left the run unlocked for the execution
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        ({"env": "eplb"}, ["--env eplb (recorded eplb-tiny)"]),
+        (
+            {"agent": "pacevolve", "model": "offline/pacevolve"},
+            ["--agent pacevolve", "--model offline/pacevolve"],
+        ),
+        ({"seed": 9, "max_evaluations": 3}, ["--seed 9 (recorded 5)", "--max-evaluations 3 (recorded 9)"]),
+        ({"max_wall_s": 60.0}, ["--max-wall-s 60.0 (recorded unset)"]),
+        (
+            {"backend": "docker", "workers": 7},
+            ["--backend docker (recorded local)", "--workers 7 (recorded 2)"],
+        ),
+        ({"agent_config": '{"tournament": 5}'}, ["--agent-config tournament=5 (recorded 3)"]),
+        ({"leaderboard_dir": Path("/elsewhere")}, ["--leaderboard-dir /elsewhere"]),
+    ],
+)
+def test_resume_refuses_flags_that_contradict_the_record(
+    made_run: RunStore, flags: dict[str, Any], named: list[str], nothing_starts: None
+) -> None:
+    before = (made_run.run_dir / "run.json").read_bytes()
+    with pytest.raises(PlanError) as e:
+        plan_run(RunArgs(resume=made_run.run_dir, **flags))
+    msg = str(e.value)
+    assert e.value.exit_code == EXIT_USAGE and "\n" not in msg and "recorded" in msg
+    assert all(n in msg for n in named), msg
+    assert (made_run.run_dir / "run.json").read_bytes() == before
+
+
+def test_resume_ignores_mode_and_results_dir_with_a_warning(
+    tmp_path: Path, made_run: RunStore, nothing_starts: None
+) -> None:
+    plan = plan_run(RunArgs(resume=made_run.run_dir, mode="warm", results_dir=tmp_path / "other"))
+    assert isinstance(plan, RunPlan) and plan.mode == "cold"
+    assert len(plan.warnings) == 1 and "--results-dir" in plan.warnings[0]
+    made_run_dir = made_run.run_dir
+    with RunStore.open(made_run_dir) as store:  # a run recorded warm, resumed with --mode cold
+        store.write_info(store.info.model_copy(update={"mode": "warm"}))
+    plan = plan_run(RunArgs(resume=made_run_dir, mode="cold"))
+    assert isinstance(plan, RunPlan) and plan.mode == "warm"
+    assert plan.warnings == ("--mode cold ignored: the run continues in its recorded mode warm",)
 
 
 def test_resume_of_a_finished_run_plans_only_the_leaderboard_row(made_run: RunStore) -> None:

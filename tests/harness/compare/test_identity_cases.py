@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.compare.anytime import CandidatesMissingError
 from harness.compare.identity import (
     AmbiguousAgentError,
     UnknownAgentError,
@@ -19,7 +20,7 @@ from harness.compare.identity import (
     with_identity,
 )
 from harness.compare.paired import compare
-from harness.compare.select import Budget, BudgetPastEndError, VariantRuns, variant_runs
+from harness.compare.select import Budget, BudgetPastEndError, VariantRuns, agent_curves, variant_runs
 from harness.envs.manifest import Progress
 from harness.results.leaderboard import load_leaderboard, summarize
 
@@ -224,6 +225,28 @@ def test_a_run_without_candidates_loses_only_its_own_auc(store: Any) -> None:
     assert row.n_pairs == 2 and row.n_seeds == 3 and row.delta == pytest.approx(0.1)
     assert any("b2: no AUC" in n for n in vr.notes)
     assert np.isfinite([g.estimate for g in c.aggregates]).all()
+
+
+def test_a_damaged_candidates_file_is_skipped_with_the_repair_command(store: Any) -> None:
+    """One unreadable snapshot once failed compare, plot and report for the whole variant."""
+    for s in range(3):
+        store.run(run_id=f"a{s}", agent="A", seed=s, scores=[2.0])
+        store.run(run_id=f"b{s}", agent="B", seed=s, scores=[1.0])
+    (store.results / "b2" / "candidates.parquet").write_bytes(b"not parquet at all")
+    vr, units = _vr(store, ("A", "B"))
+    runs = vr.runs.set_index("run_id")
+    assert bool(runs["auc"].isna()["b2"]) and runs["auc"].drop("b2").notna().all()
+    assert runs.loc["b2", "score"] == 1.0  # the leaderboard's final score stays
+    note = next(n for n in vr.notes if "damaged" in n)
+    assert "b2 (" in note and f"bench repair {store.results / 'b2'}" in note and "a0" not in note
+    with pytest.raises(CandidatesMissingError, match="bench repair"):
+        _vr(store, ("A", "B"), budget=Budget(evaluations=1))
+    curves, notes, _ = agent_curves(
+        _lb(store), variant="toy", current_hash="h1", maximize=True, units=None, results_dir=store.results
+    )
+    plotted = {str(r) for c in curves.values() for r in c["run_id"].unique()}
+    assert plotted == {"a0", "a1", "a2", "b0", "b1"}
+    assert any("bench repair" in n and "not plotted" in n for n in notes)
 
 
 # -- hypothesis: name resolution and grouping ------------------------------------------------------

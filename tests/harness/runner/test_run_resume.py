@@ -138,24 +138,72 @@ def test_kill_9_then_resume_ends_with_exactly_twenty_evaluations(tmp_path: Path)
     assert again.returncode == 0 and "already finished" in again.stdout, again.stderr
 
 
-def test_ctrl_c_stops_cleanly_and_is_resumable(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
+def _start_in_own_group(root: Path) -> subprocess.Popen[str]:
+    """``bench run`` as a shell starts it: a process group of its own, which a Ctrl-C reaches whole."""
+    return subprocess.Popen(
         RUN,
-        cwd=tmp_path,
+        cwd=root,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    d = _wait_for_rows(tmp_path, 3, proc)
-    os.killpg(proc.pid, signal.SIGINT)
+
+
+def _ctrl_c(proc: subprocess.Popen[str]) -> str:
+    """Send SIGINT to the run's whole group, as a terminal does; its stderr once it has ended."""
     try:
+        os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    return err
+
+
+def test_ctrl_c_stops_cleanly_and_is_resumable(tmp_path: Path) -> None:
+    proc = _start_in_own_group(tmp_path)
+    d = _wait_for_rows(tmp_path, 3, proc)
+    err = _ctrl_c(proc)
     assert proc.returncode == 130, err
-    assert "--resume" in err
+    assert "--resume" in err and "Traceback" not in err, err
     info = json.loads((d / "run.json").read_text())
     assert info["status"] == "interrupted"
     assert len(pd.read_parquet(d / "candidates.parquet")) == len(_journal_rows(d))
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """The run's pool workers that exist (a spawned worker's command line names ``spawn_main``)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue  # the thread ended
+        for child in children:
+            try:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except OSError:
+                pass
+    return found
+
+
+def test_ctrl_c_while_workers_import_prints_only_the_one_line(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the whole group: a worker still importing once printed a traceback."""
+    proc = _start_in_own_group(tmp_path)
+    deadline = time.monotonic() + 120
+    while not _spawned_workers(proc.pid):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError("no worker was started")
+        time.sleep(0.01)
+    time.sleep(0.1)  # inside the worker's imports (they take seconds), before its initializer
+    err = _ctrl_c(proc)
+    assert proc.returncode == 130, err
+    resume = f"bench run --resume {_rel_run(tmp_path)}"
+    assert err.strip().splitlines() == [f"interrupted; finish it with: {resume}"]
+
+
+def _rel_run(root: Path) -> str:
+    return str(_single_run_dir(root).relative_to(root))

@@ -810,6 +810,11 @@ RAISES = program(
 
 SYNTAX_ERROR = "def probe(:\n    return {}\n"
 
+RAISES_AT_IMPORT = "import math\nLIMIT = math.sqrt(4)\nraise RuntimeError('refused at import')\n"
+
+HARNESS_FRAMES = ("importlib", "<frozen", "harness/", "serve.py", "zygote.py")
+"""What a candidate's load error must not show: the loading machinery's frames."""
+
 NO_PROBE = program(
     """
     def not_the_probe():
@@ -1346,7 +1351,15 @@ class SandboxConformance:
     def test_crash_syntax_error(self, backend: Sandbox, variant: Variant) -> None:
         res = self.evaluate(backend, variant, SYNTAX_ERROR)
         assert res.status is Status.ERROR, describe(res)
-        assert "SyntaxError" in res.reason, describe(res)
+        assert "SyntaxError" in res.reason and "def probe(:" in res.reason, describe(res)
+        assert "line 1" in res.reason and not any(h in res.reason for h in HARNESS_FRAMES), describe(res)
+
+    def test_crash_at_import_shows_own_frames(self, backend: Sandbox, variant: Variant) -> None:
+        res = self.evaluate(backend, variant, RAISES_AT_IMPORT)
+        assert res.status is Status.ERROR, describe(res)
+        assert "RuntimeError: refused at import" in res.reason, describe(res)
+        assert "line 3, in <module>" in res.reason and "raise RuntimeError(" in res.reason, describe(res)
+        assert not any(h in res.reason for h in HARNESS_FRAMES), describe(res)
 
     def test_crash_missing_probe(self, backend: Sandbox, variant: Variant) -> None:
         res = self.evaluate(backend, variant, NO_PROBE)
