@@ -19,6 +19,7 @@ from . import (
     commands_info,
     commands_key,
     commands_modal,
+    commands_new_env,
     commands_reference,
     commands_run,
 )
@@ -36,6 +37,7 @@ COMMANDS: dict[str, Any] = {
     "modal": commands_modal.modal,
     "doctor": commands_doctor.doctor,
     "key": commands_key.key,
+    "new-env": commands_new_env.new_env,
     "compare": commands_compare.compare,
     "plot": commands_compare.plot,
     "report": commands_compare.report,
