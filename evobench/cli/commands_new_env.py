@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Annotated
 
 import tyro
 
@@ -12,7 +13,10 @@ from .console import console, err_console
 EXIT_USAGE = 2
 
 
-def new_env(name: tyro.conf.Positional[str], dir: Path | None = None) -> int:
+def new_env(
+    name: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="NAME")],
+    dir: Annotated[Path | None, tyro.conf.arg(metavar="PATH")] = None,
+) -> int:
     """Write a working skeleton of an environment family: NAME/ with env.toml, scorer, program, prompt, test.
 
     Every env.toml key is there with a comment saying what it does. The skeleton is a toy task that

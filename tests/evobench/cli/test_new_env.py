@@ -9,6 +9,8 @@ CLI import each; the evaluations still run in the real sandbox's worker processe
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,3 +86,15 @@ def test_bench_envs_names_the_file_and_key_of_a_wrong_scorer_reference(
     assert f"{toml}: key 'family.scorer': 'scorer:ToyFit': {envs / 'toy_fit' / 'scorer.py'} defines no" in err
     assert main(["eval", str(envs / "toy_fit" / "initial_program.py"), "--env", "toy-fit-tiny"]) == 2
     assert "its family's manifest is broken" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_skeletons_own_test_passes_where_it_was_written(bench: Path) -> None:
+    """What the guide's step 6 runs: the generated test, with a plain pytest (no repository config)."""
+    assert main(["new-env", "toy_fit", "--dir", str(bench / "envs")]) == 0
+    test = bench / "envs" / "toy_fit" / "test_toy_fit.py"
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+        cwd=bench, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
