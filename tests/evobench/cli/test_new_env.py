@@ -88,6 +88,26 @@ def test_bench_envs_names_the_file_and_key_of_a_wrong_scorer_reference(
     assert "its family's manifest is broken" in capsys.readouterr().err
 
 
+def test_mutations_that_do_not_import_stop_a_run_before_anything_is_created(
+    bench: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    envs = bench / "envs"
+    assert main(["new-env", "toy_fit", "--dir", str(envs)]) == 0
+    mutations = envs / "toy_fit" / "mutations.py"
+    text = mutations.read_text()
+    mutations.write_text(
+        text.replace("\n\ndef operators", "\nimport no_such_dep_evobench\n\n\ndef operators", 1)
+    )
+    _use_path(monkeypatch, envs)
+    capsys.readouterr()
+    argv = ["run", "--agent", "random-search", "--env", "toy-fit-tiny", "--max-evaluations", "3"]
+    assert main([*argv, "--no-progress"]) == 3  # an environment error: exit 3, not the candidate's 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bench: error: environment error: family toy_fit: 'mutations:operators'")
+    assert str(mutations) in err and "no_such_dep_evobench" in err and len(err.splitlines()) == 1
+    assert not (bench / "results").exists()
+
+
 @pytest.mark.slow
 def test_the_skeletons_own_test_passes_where_it_was_written(bench: Path) -> None:
     """What the guide's step 6 runs: the generated test, with a plain pytest (no repository config)."""
