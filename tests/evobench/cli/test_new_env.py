@@ -36,6 +36,17 @@ def _use_path(monkeypatch: pytest.MonkeyPatch, envs: Path) -> None:
     default_registry.cache_clear()
 
 
+def _edited_family(bench: Path, file: str, old: str, new: str) -> tuple[Path, Path]:
+    """``bench new-env toy_fit`` in ``bench/envs`` with one edit of one file: (envs, that file)."""
+    envs = bench / "envs"
+    assert main(["new-env", "toy_fit", "--dir", str(envs)]) == 0
+    path = envs / "toy_fit" / file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return envs, path
+
+
 def test_a_new_environment_outside_the_repository_evaluates_and_runs(
     bench: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -75,10 +86,9 @@ def test_bad_names_and_existing_folders_are_refused_with_one_line(
 def test_bench_envs_names_the_file_and_key_of_a_wrong_scorer_reference(
     bench: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    envs = bench / "envs"
-    assert main(["new-env", "toy_fit", "--dir", str(envs)]) == 0
-    toml = envs / "toy_fit" / "env.toml"
-    toml.write_text(toml.read_text().replace('scorer = "scorer:ToyFitScorer"', 'scorer = "scorer:ToyFit"'))
+    envs, toml = _edited_family(
+        bench, "env.toml", 'scorer = "scorer:ToyFitScorer"', 'scorer = "scorer:ToyFit"'
+    )
     _use_path(monkeypatch, envs)
     capsys.readouterr()
     assert main(["envs"]) == 1
@@ -91,12 +101,8 @@ def test_bench_envs_names_the_file_and_key_of_a_wrong_scorer_reference(
 def test_mutations_that_do_not_import_stop_a_run_before_anything_is_created(
     bench: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    envs = bench / "envs"
-    assert main(["new-env", "toy_fit", "--dir", str(envs)]) == 0
-    mutations = envs / "toy_fit" / "mutations.py"
-    text = mutations.read_text()
-    mutations.write_text(
-        text.replace("\n\ndef operators", "\nimport no_such_dep_evobench\n\n\ndef operators", 1)
+    envs, mutations = _edited_family(
+        bench, "mutations.py", "\n\ndef operators", "\nimport no_such_dep_evobench\n\n\ndef operators"
     )
     _use_path(monkeypatch, envs)
     capsys.readouterr()
