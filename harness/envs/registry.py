@@ -351,6 +351,8 @@ class Registry:
         self._variants: dict[str, Variant] = {}
         self._prefixes: dict[str, str] = {}
         self._origin: dict[str, Path] = {}  # family name, id prefix or variant id -> its manifest
+        self.missing_roots = tuple(r for r in self.roots if not r.is_dir())
+        """Roots that are not directories (a typo in ``EVOBENCH_ENV_PATH``): named by unknown ids."""
         self.errors: dict[str, ManifestError] = {}
         """Family directory name -> why its manifest could not be loaded (non-strict mode)."""
         manifests = [m for r in self.roots for m in family_manifests(r)]
@@ -420,6 +422,8 @@ class Registry:
             broken = [str(e) for fam, e in self.errors.items() if env_id.replace("-", "_").startswith(fam)]
             if broken:
                 msg += f" (its family's manifest is broken: {broken[0]})"
+            elif self.missing_roots:
+                msg += f" (no such environments directory: {', '.join(map(str, self.missing_roots))})"
             raise UnknownIdError(msg) from None
 
     def family_of(self, name: str) -> list[Variant]:

@@ -15,7 +15,7 @@ import pytest
 
 from harness.envs.external import PATH_VAR, path_roots
 from harness.envs.manifest import ManifestError
-from harness.envs.registry import Registry, default_registry, environments_root
+from harness.envs.registry import Registry, UnknownIdError, default_registry, environments_root
 from harness.envs.skeleton import write_skeleton
 from harness.sandbox.isolation import hidden_paths
 
@@ -52,6 +52,13 @@ def test_a_family_on_the_path_is_listed_after_the_built_in_ones(
     )
     # a candidate never sees it: the root is masked like the built-in one
     assert (tmp_path / "envs").resolve() in hidden_paths()
+
+
+def test_an_unknown_id_names_a_root_that_does_not_exist(tmp_path: Path) -> None:
+    reg = Registry(extra_roots=[tmp_path / "typo"])
+    with pytest.raises(UnknownIdError, match=f"no such environments directory: {tmp_path / 'typo'}"):
+        reg.get("knapsack-tiny")
+    assert reg.get("eplb-tiny").family == "eplb"
 
 
 def test_a_family_that_redefines_a_built_in_one_is_refused_naming_both_manifests(tmp_path: Path) -> None:
