@@ -47,7 +47,7 @@ def _bind_names(target: ast.expr, out: set[str]) -> None:
 
 
 def top_level_names(tree: ast.Module) -> set[str] | None:
-    """Names a module binds at its top level (also inside top-level ``if`` / ``try`` / ``with``).
+    """Names a module binds at its top level (also inside top-level ``if`` / ``try`` / ``with`` / loops).
 
     Returns:
         The names, or None when they cannot be known statically (``from x import *`` or a
@@ -69,7 +69,10 @@ def top_level_names(tree: ast.Module) -> set[str] | None:
                 if alias.name == "*":
                     return None
                 names.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.If | ast.Try | ast.With):
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            _bind_names(node.target, names)
+            stack.extend([*node.body, *node.orelse])
+        elif isinstance(node, ast.If | ast.Try | ast.With | ast.While):
             for field in ("body", "orelse", "finalbody", "handlers"):
                 for child in getattr(node, field, []):
                     stack.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])

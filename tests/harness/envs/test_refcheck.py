@@ -89,8 +89,8 @@ def test_the_built_in_families_pass_the_reference_checks() -> None:
 
 def test_top_level_names_sees_guarded_definitions_and_gives_up_on_star_imports() -> None:
     src = "import a.b as c\nif X:\n    def f(): ...\nelse:\n    g = 1\n"
-    src += "try:\n    import h\nexcept E:\n    h = 0\n"
-    assert top_level_names(ast.parse(src)) == {"c", "f", "g", "h"}
+    src += "try:\n    import h\nexcept E:\n    h = 0\nfor i, j in []:\n    k = 1\n"
+    assert top_level_names(ast.parse(src)) == {"c", "f", "g", "h", "i", "j", "k"}
     assert top_level_names(ast.parse("from m import *\n")) is None
     assert top_level_names(ast.parse("def __getattr__(n): ...\n")) is None
 
