@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from harness.envs.draw_bounds import BoundsError
+from harness.envs.refcheck import EnvironmentImportError
 from harness.envs.registry import Variant, default_registry
 from harness.evaluation.result import Status
 from harness.results.store import RunStore, RunStoreError
@@ -168,6 +169,12 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
             if problem:
                 err_console.print(f"bench: error: {problem}")
                 return EXIT_USAGE
+    if plan.variant.mutations_ref:  # the family's own code, checked before a run directory exists
+        try:
+            plan.variant.load_attr(plan.variant.mutations_ref)
+        except EnvironmentImportError as e:
+            err_console.print(f"bench: error: {e}")
+            return EXIT_INFRA
     opened = _open_store(plan)
     if isinstance(opened, int):
         return opened
@@ -238,6 +245,9 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
         return EXIT_INFRA
     except BoundsError as e:  # the environment's own program did not score: nothing the agent did
         err_console.print(f"bench: error: {e}; then: bench run --resume {store.run_dir}")
+        return EXIT_INFRA
+    except EnvironmentImportError as e:  # the family's own code (e.g. its mutations) does not import
+        err_console.print(f"bench: error: {e}; fix it, then: bench run --resume {store.run_dir}")
         return EXIT_INFRA
     except OSError as e:
         err_console.print(f"bench: error: {user_error(e)}; then: bench run --resume {store.run_dir}")

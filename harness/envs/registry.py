@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,7 @@ from harness.envs.subset import (
     subset_of,
 )
 
+from .external import external_roots, family_manifests
 from .manifest import (
     DataSource,
     Direction,
@@ -34,6 +36,7 @@ from .manifest import (
     Progress,
     load_manifest,
 )
+from .refcheck import EnvironmentImportError, check_references, module_file
 
 
 class UnknownIdError(KeyError):
@@ -176,14 +179,24 @@ class Variant:
         """Import ``module:attr`` from this family's package (trusted side only).
 
         Raises:
-            ImportError: If the module or attribute does not exist.
+            EnvironmentImportError: If the module does not import (missing, a syntax error, an
+                exception at import) or lacks the attribute; the message names the family file.
         """
         module_name, _, attr = ref.partition(":")
-        module = importlib.import_module(f"{_package_for(self.family_dir)}.{module_name}")
+        where = module_file(self.family_dir, module_name) or self.family_dir / f"{module_name}.py"
+        try:
+            module = importlib.import_module(f"{_package_for(self.family_dir)}.{module_name}")
+        except Exception as e:  # noqa: BLE001 - any failure importing family code is the family's
+            raise EnvironmentImportError(
+                f"environment error: family {self.family}: {ref!r} does not import ({where}): "
+                f"{type(e).__name__}: {e}"
+            ) from e
         try:
             return getattr(module, attr)
         except AttributeError as e:
-            raise ImportError(f"{ref!r}: no attribute {attr!r} in environments.{self.family}") from e
+            raise EnvironmentImportError(
+                f"environment error: family {self.family}: {ref!r}: {where} defines no {attr!r}"
+            ) from e
 
 
 def _package_for(family_dir: Path) -> str:
@@ -352,39 +365,67 @@ def derive_quick(base: Variant) -> Variant:
 class Registry:
     """All environment variants found under one environments directory."""
 
-    def __init__(self, root: Path | None = None, *, strict: bool = True) -> None:
-        """Load every ``<family>/env.toml`` under ``root``.
+    def __init__(
+        self, root: Path | None = None, *, strict: bool = True, extra_roots: Sequence[Path] = ()
+    ) -> None:
+        """Load every ``<family>/env.toml`` under ``root``, then under each of ``extra_roots``.
 
         Args:
             root: Directory of families; defaults to the installed ``environments`` package.
             strict: Raise on the first malformed manifest. When False, a broken family is kept in
                 :attr:`errors` and only its own ids fail, so one bad manifest does not take every
                 other environment down.
+            extra_roots: More roots (directories of family folders, or family folders), loaded
+                after ``root``; a family name, id prefix or variant id already defined is refused.
 
         Raises:
-            ManifestError: If (strict) any manifest is malformed, or two families define one variant id.
+            ManifestError: If (strict) any manifest is malformed, references code that is not
+                there, or defines a family or variant id that an earlier manifest defines.
         """
         self.root = root or environments_root()
+        self.roots: tuple[Path, ...] = (self.root, *(r for r in extra_roots if r != self.root))
+        """Every root searched, the built-in (or given) one first."""
         self._variants: dict[str, Variant] = {}
         self._prefixes: dict[str, str] = {}
+        self._origin: dict[str, Path] = {}  # family name, id prefix or variant id -> its manifest
+        self.missing_roots = tuple(r for r in self.roots if not r.is_dir())
+        """Roots that are not directories (a typo in ``EVOBENCH_ENV_PATH``): named by unknown ids."""
         self.errors: dict[str, ManifestError] = {}
         """Family directory name -> why its manifest could not be loaded (non-strict mode)."""
-        for manifest_path in sorted(self.root.glob("*/env.toml")):
+        manifests = [m for r in self.roots for m in family_manifests(r)]
+        for manifest_path in dict.fromkeys(manifests):  # a family reached by two roots loads once
             try:
                 manifest = load_manifest(manifest_path)
+                check_references(manifest, manifest_path)
                 variants = _resolve(manifest, manifest_path)
+                self._check_new(manifest, variants, manifest_path)
             except (ManifestError, OSError) as e:
                 err = e if isinstance(e, ManifestError) else ManifestError(f"{manifest_path}: {e}")
                 if strict:
                     raise err from e
-                self.errors[manifest_path.parent.name] = err
+                self.errors.setdefault(manifest_path.parent.name, err)
                 continue
-            if manifest.family.id_prefix:
-                self._prefixes[manifest.family.id_prefix] = manifest.family.name
+            fam = manifest.family
+            if fam.id_prefix:
+                self._prefixes[fam.id_prefix] = fam.name
+            for key in (fam.name, fam.id_prefix, *(v.id for v in variants)):
+                self._origin.setdefault(key, manifest_path)
             for v in variants:
-                if v.id in self._variants:
-                    raise ManifestError(f"{manifest_path}: variant id {v.id!r} is defined twice")
                 self._variants[v.id] = v
+
+    def _check_new(self, manifest: EnvManifest, variants: list[Variant], path: Path) -> None:
+        """Refuse a family whose name, id prefix or variant ids another manifest already defines.
+
+        Raises:
+            ManifestError: Naming both manifests.
+        """
+        fam = manifest.family
+        taken = [("family", fam.name)] + ([("id prefix", fam.id_prefix)] if fam.id_prefix else [])
+        taken += [("variant id", v.id) for v in variants]
+        for what, key in taken:
+            other = self._origin.get(key)
+            if other is not None and other != path:
+                raise ManifestError(f"{path}: {what} {key!r} is already defined by {other}")
 
     def ids(self) -> list[str]:
         """All variant ids, sorted."""
@@ -423,6 +464,8 @@ class Registry:
             broken = [str(e) for fam, e in self.errors.items() if env_id.replace("-", "_").startswith(fam)]
             if broken:
                 msg += f" (its family's manifest is broken: {broken[0]})"
+            elif self.missing_roots:
+                msg += f" (no such environments directory: {', '.join(map(str, self.missing_roots))})"
             raise UnknownIdError(msg) from None
 
     def family_of(self, name: str) -> list[Variant]:
@@ -444,6 +487,8 @@ class Registry:
 def default_registry() -> Registry:
     """The registry of the installed environments, loaded once per process.
 
-    Broken families are reported in ``errors`` instead of hiding every other environment.
+    Broken families are reported in ``errors`` instead of hiding every other environment. Families
+    outside the repository (``EVOBENCH_ENV_PATH``, entry points: :mod:`harness.envs.external`) are
+    loaded after the built-in ones.
     """
-    return Registry(strict=False)
+    return Registry(strict=False, extra_roots=external_roots(environments_root()))

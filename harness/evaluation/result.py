@@ -108,6 +108,10 @@ class EvalResult(BaseModel):
     """Backend that ran the evaluation (``local``, ``docker``, ``modal``)."""
     attempts: int = 1
     """How many tries it took (infra errors are retried; candidate failures never)."""
+    retryable: bool = True
+    """For ``infra_error``: whether another attempt could succeed. False for a deterministic
+    environment error (the family's code does not import, its data are not fetched): backends
+    return it at once instead of retrying it."""
     cases: list[CaseRecord] = Field(default_factory=list)
     """Per-unit verdicts (test cases, benchmarks, splits), for families that have units."""
     device: str = ""

@@ -227,10 +227,13 @@ def _python_roots() -> list[Path]:
 def hidden_paths() -> list[Path]:
     """Paths a candidate must never see, masked with tmpfs when a bind would expose them."""
     from harness.envs.data import data_root
+    from harness.envs.external import external_roots
     from harness.envs.registry import environments_root
 
+    builtin = environments_root()
     paths = [
-        environments_root(),
+        builtin,
+        *external_roots(builtin),  # families outside the repository: their scorers are as secret
         Path(__file__).resolve().parents[1],
         data_root(),
         Path.home(),

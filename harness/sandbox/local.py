@@ -64,7 +64,8 @@ class LocalBackend(Sandbox):
     Each worker process hosts the trusted scorers and, in ``warm`` mode, a zygote sandbox that has
     imported numpy and torch and forks one fresh unprivileged child per candidate. In ``cold`` mode
     every candidate gets a brand-new sandboxed interpreter. Infra failures (a worker process
-    dying) are retried with backoff; candidate failures never are.
+    dying) are retried with backoff; candidate failures and deterministic environment errors
+    (``EvalResult.retryable`` False) never are.
     """
 
     name = "local"
@@ -158,7 +159,7 @@ class LocalBackend(Sandbox):
                 res, error = None, f"worker process died: {e}"
             except Exception as e:  # noqa: BLE001 - anything else from the pool is infra
                 res, error = None, f"worker failed: {e!r}"
-            if res is not None and res.status is not Status.INFRA_ERROR:
+            if res is not None and (res.status is not Status.INFRA_ERROR or not res.retryable):
                 out.set_result(res.model_copy(update={"attempts": attempt}))
                 return
             reason = res.reason if res is not None else error

@@ -121,7 +121,7 @@ class RemotePoolBackend(Sandbox):
             slot = self._slots.get()
             try:
                 res = self._once(variant, source, slot)
-                if res.status is not Status.INFRA_ERROR:
+                if res.status is not Status.INFRA_ERROR or not res.retryable:
                     return res.model_copy(update={"attempts": attempt, "backend": self.name})
                 last = res.reason
             except self.infra_errors as e:

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.envs.data import DataMissingError, family_data_dir, require_data
 from harness.envs.manifest import Language
+from harness.envs.refcheck import EnvironmentImportError
 from harness.envs.registry import Registry, Variant, default_registry
 from harness.evaluation.errors import CandidateInvalid, EvaluationOutcome, InfraError
 from harness.evaluation.result import CaseRecord, EvalResult, PhaseDurations, Status, program_sha256
@@ -65,7 +66,9 @@ class WorkerState:
         if root not in self._registries:
             from pathlib import Path
 
-            self._registries[root] = default_registry() if root is None else Registry(Path(root))
+            # lenient like the default one: a broken family fails its own ids, not the root's others
+            reg = default_registry() if root is None else Registry(Path(root), strict=False)
+            self._registries[root] = reg
         return self._registries[root]
 
     def scorer(self, variant: Variant) -> Scorer:
@@ -154,6 +157,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
     outcome_seconds: float | None = None
     cases: list[CaseRecord] = []
     device = ""
+    retryable = True
     try:
         scorer = state.scorer(variant)
         device = scorer.device_label()
@@ -185,9 +189,10 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
         scoring = time.perf_counter() - t_start
         status, score, metrics, reason = e.status, None, {}, e.reason
         cases = list(e.cases)
-    except DataMissingError as e:
+    except (DataMissingError, EnvironmentImportError) as e:  # deterministic: the same on every try
         scoring = 0.0
         status, score, metrics, reason = Status.INFRA_ERROR, None, {}, str(e)
+        retryable = False
     except Exception as e:  # noqa: BLE001 - a scorer bug must not be blamed on the candidate
         scoring = time.perf_counter() - t_start
         tb = traceback.format_exc(limit=6)
@@ -218,6 +223,7 @@ def evaluate(job: EvalJob, state: WorkerState, backend: str = "local") -> EvalRe
         durations=durations,
         cases=cases,
         device=device,
+        retryable=retryable,
         **base,
     )
 
@@ -260,7 +266,8 @@ def init_worker(
             _STATE.scorer(v)
             if mode == "warm" and v.language is Language.PYTHON:
                 _STATE.zygote(v).start()
-        except (InfraError, DataMissingError, OSError) as e:
+        except (InfraError, DataMissingError, EnvironmentImportError, OSError) as e:
+            # the evaluation itself reports it (an environment error is not retried)
             log.warning("could not pre-warm %s: %s", env_id, e)
 
 

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from harness.envs.registry import Registry, Variant, default_registry
+from harness.envs.registry import Registry, UnknownIdError, Variant, default_registry
 from harness.evaluation.result import EvalResult, Status
 from harness.sandbox.base import Sandbox
 
@@ -1456,8 +1456,8 @@ class SandboxConformance:
     # 17 ----------------------------------------------------------------------------------------
     @pytest.fixture(scope="class")
     @classmethod
-    def infra_results(cls, tmp_path_factory: pytest.TempPathFactory) -> dict[str, EvalResult]:
-        """Results for variants whose scorer cannot be created, from a backend using a broken env root.
+    def broken_root(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        """An environments root whose family code is broken.
 
         ``selftest-tiny``: its ``scorer.py`` raises at import. ``selftestmissing-tiny`` (a copy of
         the family renamed ``selftestmissing``): its manifest names a scorer module that exists nowhere.
@@ -1468,7 +1468,14 @@ class SandboxConformance:
         src = default_registry().get(ENV_ID).family_dir
         ignore = shutil.ignore_patterns("__pycache__")
         shutil.copytree(src, root / "selftest", ignore=ignore)
-        (root / "selftest" / "scorer.py").write_text("raise RuntimeError('scorer-import-broken')\n")
+        scorer = root / "selftest" / "scorer.py"  # still defines ProbeScorer: the static check passes
+        text = scorer.read_text()
+        assert "\nclass ProbeScorer" in text
+        scorer.write_text(
+            text.replace(
+                "\nclass ProbeScorer", "\nraise RuntimeError('scorer-import-broken')\nclass ProbeScorer"
+            )
+        )
         shutil.copytree(src, root / "selftestmissing", ignore=ignore)
         toml = root / "selftestmissing" / "env.toml"
         text = toml.read_text()
@@ -1480,23 +1487,23 @@ class SandboxConformance:
             assert old in text
             text = text.replace(old, new)
         toml.write_text(text)
-        registry = Registry(root)
-        with cls().make_backend(workers=1, env_root=str(root)) as b:
-            futures = {
-                vid: b.submit(registry.get(vid), HONEST) for vid in ("selftest-tiny", "selftestmissing-tiny")
-            }
-            return {vid: f.result(timeout=RESULT_WAIT_S) for vid, f in futures.items()}
+        return root
 
-    @staticmethod
-    def check_infra(res: EvalResult, *needles: str) -> None:
-        assert res.status is Status.INFRA_ERROR, describe(res)
-        assert res.attempts > 1, "infra errors must be retried: " + describe(res)
-        assert any(n in res.reason for n in needles), describe(res)
-        assert not res.counts_against_candidate
+    def test_a_scorer_that_raises_on_import_is_an_environment_error(self, broken_root: Path) -> None:
+        """Deterministic: retrying cannot help, and the candidate is not to blame."""
+        registry = Registry(broken_root, strict=False)
+        with self.make_backend(workers=1, env_root=str(broken_root)) as b:
+            res = b.submit(registry.get("selftest-tiny"), HONEST).result(timeout=RESULT_WAIT_S)
+        assert res.status is Status.INFRA_ERROR and not res.counts_against_candidate, describe(res)
+        assert res.attempts == 1 and not res.retryable, describe(res)
+        assert res.reason.startswith("environment error: family selftest"), describe(res)
+        assert "scorer-import-broken" in res.reason
+        assert str(broken_root / "selftest" / "scorer.py") in res.reason
 
-    def test_infra_error_scorer_raises_on_import(self, infra_results: dict[str, EvalResult]) -> None:
-        self.check_infra(infra_results["selftest-tiny"], "scorer-import-broken")
-
-    def test_infra_error_scorer_module_missing(self, infra_results: dict[str, EvalResult]) -> None:
-        # The reason names the module, or its package when the whole family package is missing.
-        self.check_infra(infra_results["selftestmissing-tiny"], "no_such_scorer", "selftestmissing")
+    def test_a_missing_scorer_module_is_refused_when_the_registry_loads(self, broken_root: Path) -> None:
+        registry = Registry(broken_root, strict=False)
+        msg = str(registry.errors["selftestmissing"])
+        assert "key 'family.scorer'" in msg
+        assert str(broken_root / "selftestmissing" / "no_such_scorer.py") in msg
+        with pytest.raises(UnknownIdError, match="manifest is broken"):
+            registry.get("selftestmissing-tiny")
