@@ -160,6 +160,12 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
     Returns:
         ``bench run``'s exit code: 0 done, 2 usage, 3 infra error, 130 interrupted.
     """
+    if plan.variant.mutations_ref:  # the family's own code, checked before a run directory exists
+        try:
+            plan.variant.load_attr(plan.variant.mutations_ref)
+        except EnvironmentImportError as e:
+            err_console.print(f"bench: error: {e}")
+            return EXIT_INFRA
     if isinstance(plan, RunPlan):  # before a run directory exists or anything is evaluated
         new = plan.resume is None
         out_dirs = [(plan.results_dir, "--results-dir")] if new else []
@@ -169,12 +175,6 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
             if problem:
                 err_console.print(f"bench: error: {problem}")
                 return EXIT_USAGE
-    if plan.variant.mutations_ref:  # the family's own code, checked before a run directory exists
-        try:
-            plan.variant.load_attr(plan.variant.mutations_ref)
-        except EnvironmentImportError as e:
-            err_console.print(f"bench: error: {e}")
-            return EXIT_INFRA
     opened = _open_store(plan)
     if isinstance(opened, int):
         return opened

@@ -72,9 +72,9 @@ subset_unit = ""
 [family.hardware]
 cpus = 1              # CPU cores
 memory_mb = 1024      # memory limit of the candidate, MiB
-gpu = ""              # GPU model (e.g. "H100"); "" for CPU only
+gpu = ""              # exact GPU model and form factor (e.g. "H100 SXM"); "" for CPU only
 gpu_count = 0         # GPUs per evaluation
-gpu_memory_gib = 0.0  # GPU memory needed on each GPU (0: any GPU of that model)
+# gpu_memory_gib = 40.0  # GPU memory one evaluation needs, GiB (unset: any GPU of that model has enough)
 pids = 16             # processes the candidate may have at once
 output_kb = 16        # stdout / stderr kept per stream, KiB
 file_mb = 1           # largest file the candidate may write, MiB

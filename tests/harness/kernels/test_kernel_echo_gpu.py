@@ -18,6 +18,9 @@ def _torch(count: int, calls: list[int]) -> Any:
     cuda = SimpleNamespace(
         is_available=lambda: True,
         get_device_name=lambda i=0: "NVIDIA H100 80GB HBM3",
+        get_device_properties=lambda i=0: SimpleNamespace(
+            multi_processor_count=132, total_memory=80 * 1024**3
+        ),
         current_device=lambda: calls[-1] if calls else 0,
         device_count=lambda: count,
         set_device=calls.append,
@@ -29,7 +32,7 @@ def _torch(count: int, calls: list[int]) -> Any:
 def test_slot_k_echo_is_given_and_binds_the_slots_gpu(slot: int) -> None:
     """Scorer's device choice -> the echo's parameters -> the CUDA device the echo makes current."""
     scorer_calls: list[int] = []
-    d = choose_device("H100", _torch(4, scorer_calls), env={}, slot=slot, pool=[0, 1, 2, 3])
+    d = choose_device("H100 SXM", _torch(4, scorer_calls), env={}, slot=slot, pool=[0, 1, 2, 3])
     assert d.index == slot % 4 and scorer_calls == [slot % 4]
     params = DriverParams(entry="custom_kernel", device=d.device, cuda_index=d.index)
     assert "cuda_index" not in params.driver_json()  # the sandbox sees only its own GPU, as cuda:0
@@ -40,7 +43,7 @@ def test_slot_k_echo_is_given_and_binds_the_slots_gpu(slot: int) -> None:
 
 def test_a_container_pool_maps_host_numbers_to_cuda_indices() -> None:
     """Host GPUs 4-7 seen by a container: slot 1's GPU is host 5, CUDA index 1 there and in the echo."""
-    d = choose_device("H100", _torch(4, []), env={}, slot=1, pool=[4, 5, 6, 7])
+    d = choose_device("H100 SXM", _torch(4, []), env={}, slot=1, pool=[4, 5, 6, 7])
     calls: list[int] = []
     bind_gpu(_torch(4, calls), DriverParams(entry="f", device="cuda", cuda_index=d.index).echo_json())
     assert calls == [1]
