@@ -55,9 +55,8 @@ def one_run(root: Path, evaluations: int, env: dict[str, str]) -> tuple[float, f
         if journals and journals[0].stat().st_size > 0:
             first = time.perf_counter() - t0
         elif proc.poll() is not None:
-            raise RuntimeError(
-                f"run ended (exit {proc.returncode}) with no evaluation: {proc.stderr.read()!r}"
-            )
+            _, err = proc.communicate()
+            raise RuntimeError(f"run ended (exit {proc.returncode}) with no evaluation: {err[-2000:]!r}")
         else:
             time.sleep(0.01)
     _, err = proc.communicate()
