@@ -90,7 +90,7 @@ def run(
     # The docstring above is `bench run --help`. The sandbox workers start first (their warm-up
     # overlaps the imports and checks below); the options become a checked plan, which `execute`
     # carries out.
-    from .run_warmup import adopt, start_early
+    from .run_warmup import adopt, start_early, stop
 
     early = start_early(env, backend, workers, mode, resume)
     try:
@@ -114,5 +114,5 @@ def run(
         started, early = adopt(early, plan), None  # from here on `execute` owns (and stops) them
     finally:
         if early is not None:  # refused options, an unknown id, Ctrl-C: stop them at once
-            early.terminate()
+            stop(early)
     return execute(plan, no_progress=no_progress, backend=started)

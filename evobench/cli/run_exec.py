@@ -36,6 +36,7 @@ from harness.sandbox.names import BackendName, Mode
 from .console import console, err_console, fmt
 from .failures import SignalInterrupt, stop_signals_interrupt, unwritable, user_error
 from .run_plan import ReaddPlan, RunPlan, data_problem
+from .run_warmup import stop
 
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -167,8 +168,8 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False, backend: Sa
     try:
         return _execute(plan, no_progress, backend)
     finally:
-        if backend is not None:  # idempotent: a run that used it has closed it already
-            backend.close()
+        if backend is not None:  # unused (refused output directory, finished run): not waited for
+            stop(backend)
 
 
 def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | None) -> int:

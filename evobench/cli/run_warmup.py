@@ -72,5 +72,14 @@ def adopt(early: Sandbox | None, plan: RunPlan | ReaddPlan) -> Sandbox | None:
     )
     if fits:
         return early
-    early.terminate()
+    stop(early)
     return None
+
+
+def stop(backend: Sandbox) -> None:
+    """Kill ``backend``'s workers now and release its sandbox uids (no-op once closed).
+
+    A worker still importing torch is not waited for: a refused run exits at once.
+    """
+    backend.terminate()
+    backend.close()  # after terminate: gives the uid block back, waits for nothing
