@@ -56,4 +56,4 @@ def test_listing_agents_loads_agent_code_but_no_dataframe_or_model_library() -> 
     got = _loaded("agents")
     assert got["code"] == 0, got
     assert "agents" in got["heavy"], got  # type: ignore[operator]
-    assert set(got["heavy"]) <= {"agents", "numpy"}, got  # type: ignore[arg-type]
+    assert set(got["heavy"]) <= {"agents", "numpy"}, got  # type: ignore[call-overload]
