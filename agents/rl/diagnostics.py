@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from harness.results.atomic import atomic_write_parquet
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TRAIN_FILE = "train.parquet"
 
@@ -73,6 +76,8 @@ class TrainLog:
         if not self.path.exists():
             self.rows = []
             return
+        import pandas as pd  # only when a log is read or written: listing agents must not load pandas
+
         df = pd.read_parquet(self.path)
         missing = set(COLUMNS) - set(df.columns)
         if missing:
@@ -92,6 +97,8 @@ class TrainLog:
 
     def frame(self) -> pd.DataFrame:
         """The rows as a DataFrame with the exact column order."""
+        import pandas as pd
+
         df = pd.DataFrame(self.rows, columns=list(COLUMNS))
         return df.astype({"step": "int64", "adapter_version": "int64", "tokens": "int64", "skipped": "bool"})
 

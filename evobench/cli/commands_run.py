@@ -87,22 +87,32 @@ def run(
             run with a damaged ``candidates.parquet`` is rebuilt from its journal (as ``bench repair``).
         no_progress: Disable the progress bar.
     """
-    # The docstring above is `bench run --help`. The options become a checked plan (nothing started
-    # yet), which `execute` carries out.
-    from .run_exec import execute
-    from .run_plan import PlanError, RunArgs, RunPlan, plan_run
+    # The docstring above is `bench run --help`. The sandbox workers start first (their warm-up
+    # overlaps the imports and checks below); the options become a checked plan, which `execute`
+    # carries out.
+    from .run_warmup import adopt, start_early, stop
 
-    args = RunArgs(
-        agent=agent, env=env, seed=seed, backend=backend, workers=workers, max_evaluations=max_evaluations,
-        max_wall_s=max_wall_s, max_cost_usd=max_cost_usd, agent_config=agent_config, model=model,
-        advisor_model=advisor_model, implementer_model=implementer_model, mode=mode,
-        results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume,
-    )  # fmt: skip
+    early = start_early(env, backend, workers, mode, resume)
     try:
-        plan = plan_run(args)
-    except PlanError as e:
-        err_console.print(f"bench: error: {e}")
-        return e.exit_code
-    for warning in plan.warnings if isinstance(plan, RunPlan) else ():
-        err_console.print(f"bench: warning: {warning}")
-    return execute(plan, no_progress=no_progress)
+        from .run_exec import execute
+        from .run_plan import PlanError, RunArgs, RunPlan, plan_run
+
+        args = RunArgs(
+            agent=agent, env=env, seed=seed, backend=backend, workers=workers,
+            max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd,
+            agent_config=agent_config, model=model, advisor_model=advisor_model,
+            implementer_model=implementer_model, mode=mode,
+            results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume,
+        )  # fmt: skip
+        try:
+            plan = plan_run(args)
+        except PlanError as e:
+            err_console.print(f"bench: error: {e}")
+            return e.exit_code
+        for warning in plan.warnings if isinstance(plan, RunPlan) else ():
+            err_console.print(f"bench: warning: {warning}")
+        started, early = adopt(early, plan), None  # from here on `execute` owns (and stops) them
+    finally:
+        if early is not None:  # refused options, an unknown id, Ctrl-C: stop them at once
+            stop(early)
+    return execute(plan, no_progress=no_progress, backend=started)

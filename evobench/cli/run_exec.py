@@ -28,13 +28,15 @@ from harness.evaluation.result import Status
 from harness.results.store import RunStore, RunStoreError
 from harness.runner.completion import LeaderboardPending
 from harness.runner.context import Evaluated
-from harness.runner.runner import ResumeError, create_run, drive, open_for_resume
+from harness.runner.runner import PHASE_AGENT, PHASE_BOUNDS, ResumeError, create_run, drive, open_for_resume
+from harness.sandbox.base import Sandbox
 from harness.sandbox.factory import BackendUnavailable, make_backend
 from harness.sandbox.names import BackendName, Mode
 
 from .console import console, err_console, fmt
 from .failures import SignalInterrupt, stop_signals_interrupt, unwritable, user_error
 from .run_plan import ReaddPlan, RunPlan, data_problem
+from .run_warmup import stop
 
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -148,8 +150,11 @@ def _open_store(plan: RunPlan | ReaddPlan) -> RunStore | int:
         return EXIT_INFRA
 
 
-def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
+def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False, backend: Sandbox | None = None) -> int:
     """Carry out a plan: create (or lock) the run, start the backend, drive the agent, report.
+
+    ``backend``: workers already started for this plan (:mod:`evobench.cli.run_warmup`); the run
+    uses them instead of starting its own, and they are stopped whatever happens.
 
     A finished run (:class:`~evobench.cli.run_plan.ReaddPlan`, or one that finished since it was
     planned) only gets its leaderboard row re-added if it is missing.
@@ -160,6 +165,14 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
     Returns:
         ``bench run``'s exit code: 0 done, 2 usage, 3 infra error, 130 interrupted.
     """
+    try:
+        return _execute(plan, no_progress, backend)
+    finally:
+        if backend is not None:  # unused (refused output directory, finished run): not waited for
+            stop(backend)
+
+
+def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | None) -> int:
     if plan.variant.mutations_ref:  # the family's own code, checked before a run directory exists
         try:
             plan.variant.load_attr(plan.variant.mutations_ref)
@@ -203,7 +216,12 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
         console.print(f"GPU memory plan: {line}")
     # before the workers start: they (and their sandboxes) read which GPUs and how much is theirs
     os.environ.update(dict(plan.gpu_env))
-    task = progress.add_task(v.id, total=total, best="-", failed="failed 0", train="")
+    # what the bar waits on before the first result (short: a terminal is often 80 columns)
+    phases = {
+        PHASE_BOUNDS: "scoring the initial program for this key (once per key)",
+        PHASE_AGENT: "sandboxes warming up, first candidates",
+    }
+    task = progress.add_task("starting sandboxes", total=total, best="-", failed="failed 0", train="")
     train_fields = getattr(ag, "progress_fields", None)
     best: list[float | None] = [None]
     failed: Counter[str] = Counter()
@@ -218,18 +236,29 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False) -> int:
         if callable(train_fields):  # learning agents: step, last mean reward, adapter version
             f = train_fields()
             train = " ".join(f"{k} {x}" for k, x in f.items())
-        progress.update(task, advance=1, best=fmt(best[0], 6), failed=_failed_text(failed), train=train)
+        progress.update(
+            task, advance=1, description=v.id, best=fmt(best[0], 6), failed=_failed_text(failed), train=train
+        )
 
     try:
         with (
             stop_signals_interrupt(),
             progress,
-            make_backend(
+            started
+            or make_backend(
                 plan.backend, workers=workers, mode=plan.mode, prewarm=(v.id,), run_id=store.info.run_id
             ) as b,
         ):
+            if started is None:
+                b.start(1)  # warms up while the run is set up and the agent prepares (see run_warmup)
             out = drive(
-                store, variant=v, agent=ag, backend=b, leaderboard_dir=leaderboard_dir, on_result=on_result
+                store,
+                variant=v,
+                agent=ag,
+                backend=b,
+                leaderboard_dir=leaderboard_dir,
+                on_result=on_result,
+                on_phase=lambda p: progress.update(task, description=phases[p]),
             )
         # the final line counts every journaled evaluation, replayed ones included
         failed = Counter(str(r.status) for r in store.rows() if r.status is not Status.OK)

@@ -6,10 +6,13 @@ command exits non-zero), ``warn`` means they work with weaker isolation or fewer
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -100,24 +103,55 @@ def check_memory() -> Check:
     return Check("memory", "ok" if mech.hierarchy else "warn", mech.describe(), details, facts)
 
 
+# Run in a child interpreter: importing torch costs ~5 s of CPU, which the doctor's own process
+# (and its other checks, running meanwhile) should not pay. One JSON line on stdout.
+_TORCH_PROBE = """
+import json
+try:
+    import torch
+except Exception as e:
+    print(json.dumps({"import_error": str(e)}))
+    raise SystemExit(0)
+out = {"version": torch.__version__, "cuda_build": torch.version.cuda, "gpus": []}
+try:
+    if torch.cuda.is_available():
+        out["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+except Exception as e:
+    out["cuda_error"] = str(e)
+print(json.dumps(out))
+"""
+TORCH_PROBE_TIMEOUT_S = 120.0
+"""How long the torch probe may take (a cold import on a loaded machine takes ~10 s)."""
+
+
 def check_torch() -> Check:
-    """The torch build (CPU / CUDA) and whether a GPU is usable."""
+    """The torch build (CPU / CUDA) and whether a GPU is usable, probed in a child interpreter."""
     try:
-        import torch
-    except Exception as e:  # noqa: BLE001 - any import failure means the same thing here
-        return Check("torch", "fail", f"torch cannot be imported: {e}", ["pip install torch"])
-    cuda_build = torch.version.cuda
-    facts: dict[str, Any] = {"version": torch.__version__, "cuda_build": cuda_build, "gpus": []}
+        proc = subprocess.run(
+            [sys.executable, "-c", _TORCH_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=TORCH_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Check("torch", "fail", f"torch cannot be imported: no answer in {TORCH_PROBE_TIMEOUT_S:g} s")
+    try:
+        probe = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):  # the interpreter died before printing (a crash in torch's init)
+        why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return Check("torch", "fail", f"torch cannot be imported: the probe failed ({why})")
+    if "import_error" in probe:
+        msg = f"torch cannot be imported: {probe['import_error']}"
+        return Check("torch", "fail", msg, ["pip install torch"])
+    cuda_build, version = probe["cuda_build"], probe["version"]
+    facts: dict[str, Any] = {"version": version, "cuda_build": cuda_build, "gpus": probe["gpus"]}
+    if "cuda_error" in probe:
+        facts["cuda_error"] = probe["cuda_error"]
     build = f"CUDA {cuda_build} build" if cuda_build else "CPU build"
-    try:
-        available = bool(torch.cuda.is_available())
-        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if available else []
-    except Exception as e:  # noqa: BLE001 - a broken driver is reported, not raised
-        available, gpus = False, []
-        facts["cuda_error"] = str(e)
-    facts["gpus"] = gpus
+    gpus: list[str] = probe["gpus"]
     gpu = f"{len(gpus)} GPU(s): {', '.join(gpus)}" if gpus else "no GPU usable (GPU variants cannot run)"
-    return Check("torch", "ok" if gpus else "info", f"torch {torch.__version__} ({build}); {gpu}", [], facts)
+    return Check("torch", "ok" if gpus else "info", f"torch {version} ({build}); {gpu}", [], facts)
 
 
 def _docker_client() -> Any:
@@ -246,17 +280,28 @@ CHECKS: dict[str, Callable[[], Check]] = {
 }
 
 
+def _guarded(name: str, fn: Callable[[], Check]) -> Check:
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - doctor must report, not crash
+        return Check(name, "fail", f"check crashed: {e!r}")
+
+
 def run_checks(skip: tuple[str, ...] = ()) -> list[Check]:
-    """Run every check not in ``skip``; a check that crashes is itself reported as ``fail``."""
-    out = []
-    for name, fn in CHECKS.items():
-        if name in skip:
-            continue
-        try:
-            out.append(fn())
-        except Exception as e:  # noqa: BLE001 - doctor must report, not crash
-            out.append(Check(name, "fail", f"check crashed: {e!r}"))
-    return out
+    """Run every check not in ``skip`` at once; a check that crashes is itself reported as ``fail``.
+
+    The checks are independent and mostly wait on child processes (the sandbox smoke test, the
+    torch probe, bwrap probes, the Docker socket), so threads overlap them; the findings come back
+    in :data:`CHECKS` order whatever order they finish in.
+    """
+    todo = [(name, fn) for name, fn in CHECKS.items() if name not in skip]
+    if not todo:
+        return []
+    # the longest first, so that they start before the pool is busy with the quick ones
+    order = sorted(todo, key=lambda t: t[0] not in ("smoke", "torch"))
+    with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="doctor") as pool:
+        futures = {name: pool.submit(_guarded, name, fn) for name, fn in order}
+        return [futures[name].result() for name, _ in todo]
 
 
 def python_facts() -> dict[str, str]:

@@ -19,7 +19,6 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from harness.results.atomic import atomic_write_parquet, makedirs_durable
-from harness.results.records import records_to_table
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -154,5 +153,8 @@ class RecordJournal(Generic[R]):
         """
         rows = self.rows()
         if self.parquet_path is not None:
+            # pyarrow only here: importing an agent (``bench agents``) should not pay for it.
+            from harness.results.records import records_to_table
+
             atomic_write_parquet(self.parquet_path, records_to_table(rows, self.model))
         return len(rows)

@@ -7,6 +7,7 @@ import logging
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,10 @@ from .context import Agent, ProgressCallback, TaskSpec
 from .run_context import RunContext
 
 log = logging.getLogger(__name__)
+PHASE_BOUNDS = "bounds"
+"""Phase: the initial program is being scored on this held-out key's draw (once per key)."""
+PHASE_AGENT = "agent"
+"""Phase: the bounds are settled and the agent is preparing and submitting its first candidates."""
 FLUSH_EVERY_S = 5.0
 
 
@@ -138,6 +143,7 @@ def drive(
     backend: Sandbox,
     leaderboard_dir: Path | None,
     on_result: ProgressCallback | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run (or continue) the agent until its budget ends; record everything; append the leaderboard row.
 
@@ -152,6 +158,9 @@ def drive(
         backend: Where candidates are evaluated.
         leaderboard_dir: Where the row goes (recorded in ``run.json``; None: no leaderboard).
         on_result: Called after every evaluation.
+        on_phase: Told what the run waits on before its first result: :data:`PHASE_BOUNDS` while
+            the initial program is scored on this key's draw (the first run of a key only), then
+            :data:`PHASE_AGENT` when the agent starts.
 
     Raises:
         ResumeError: If the stored run was made on different environment contents.
@@ -164,7 +173,13 @@ def drive(
             f"run {info.run_id} was made on {info.env_id}@{info.env_hash}; the environment "
             f"now hashes to {variant.hash}. Start a new run."
         )
-    bounds = run_bounds(info, variant, backend)
+
+    def phase(name: str) -> None:
+        if on_phase is not None:
+            on_phase(name)
+
+    bounds = run_bounds(info, variant, backend, on_measure=lambda: phase(PHASE_BOUNDS))
+    phase(PHASE_AGENT)
     if info.progress_bounds != bounds:
         store.write_info(info.model_copy(update={"progress_bounds": bounds}))
         info = store.info
@@ -267,8 +282,12 @@ def _close_out(
         raise
 
 
-def run_bounds(info: RunInfo, variant: Variant, backend: Sandbox) -> DrawBounds:
+def run_bounds(
+    info: RunInfo, variant: Variant, backend: Sandbox, on_measure: Callable[[], object] | None = None
+) -> DrawBounds:
     """The progress bounds of a run: those it recorded, else its draw's (measured once per key).
+
+    ``on_measure`` is called just before the initial program is evaluated (only when it is).
 
     Raises:
         ResumeError: If the run was started on another held-out key than the one in use (its
@@ -286,6 +305,8 @@ def run_bounds(info: RunInfo, variant: Variant, backend: Sandbox) -> DrawBounds:
 
     def score_initial() -> float | None:
         log.info("%s: scoring the initial program once on held-out key %s", variant.id, key)
+        if on_measure is not None:
+            on_measure()
         result = backend.evaluate(variant, variant.initial_program)
         return result.score if result.status is Status.OK else None
 

@@ -45,6 +45,15 @@ class Sandbox(ABC):
         for f in as_completed(futures):
             yield futures[f], f.result()
 
+    def start(self, workers: int | None = None) -> None:
+        """Begin starting workers now, in the background (default: they start on first use).
+
+        ``workers``: how many to start now (None: all); the others start when work needs them.
+        A caller that has other work to do before its first evaluation (a run preparing its agent
+        and its store) calls this first, so that the workers' start overlaps that work.
+        """
+        return None  # the base's workers start with the first submission
+
     @abstractmethod
     def close(self) -> None:
         """Stop workers and kill every sandboxed process; idempotent."""

@@ -48,3 +48,12 @@ def test_the_probe_sees_a_heavy_import() -> None:
     """The check can fail: ``leaderboard`` of a missing table reads Parquet (pandas) and is caught."""
     got = _loaded("leaderboard", "--env", "eplb-tiny", "--leaderboard-dir", "/nonexistent-evobench-dir")
     assert "pandas" in got["heavy"], got  # type: ignore[operator]
+
+
+def test_listing_agents_loads_agent_code_but_no_dataframe_or_model_library() -> None:
+    """``bench agents`` imports every agent class (numpy with them), never pandas, pyarrow, scipy or torch:
+    those load when an agent runs (its train log, its journal snapshot, its policy)."""
+    got = _loaded("agents")
+    assert got["code"] == 0, got
+    assert "agents" in got["heavy"], got  # type: ignore[operator]
+    assert set(got["heavy"]) <= {"agents", "numpy"}, got  # type: ignore[call-overload]

@@ -51,14 +51,53 @@ def test_text_names_the_memory_fallback_and_why() -> None:
 
 
 def test_exit_nonzero_when_evaluations_cannot_work(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    # torch is probed in a child interpreter: a broken install there is a `torch` package found
+    # first on its path whose import raises (the child inherits PYTHONPATH)
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('libtorch_cpu.so: cannot open')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     code = doctor(json_out=True, skip=("isolation", "memory", "docker", "modal", "data", "smoke"))
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["ok"] is False
     (torch_check,) = out["checks"]
     assert torch_check["level"] == "fail" and "cannot be imported" in torch_check["summary"]
+    assert "libtorch_cpu.so" in torch_check["summary"]
+
+
+def test_the_doctor_process_never_imports_torch() -> None:
+    """torch (5 s of CPU) is probed in a child; the doctor's own process, running the other checks
+    meanwhile, never loads it. The smoke test's sandbox is left out here (it has a slow test above)."""
+    probe = (
+        "import json, sys\n"
+        "from evobench.cli.main import main\n"
+        "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+        "print('\\nPROBE ' + json.dumps({'code': code, 'torch': 'torch' in sys.modules}))\n"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            probe,
+            "doctor",
+            "--json",
+            *(f"--skip={s}" for s in ("smoke", "docker", "modal")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    line = next(x for x in reversed(r.stdout.splitlines()) if x.startswith("PROBE "))
+    got = json.loads(line[len("PROBE ") :])
+    assert got == {"code": 0, "torch": False}, r.stdout[-2000:] + r.stderr[-2000:]
+    report = json.loads(r.stdout[: r.stdout.rindex("PROBE ")])
+    torch_check = next(c for c in report["checks"] if c["name"] == "torch")
+    import torch
+
+    # the child's findings are the real ones
+    assert torch_check["data"]["version"] == torch.__version__
+    assert torch_check["data"]["cuda_build"] == torch.version.cuda
 
 
 def test_unknown_check_is_a_usage_error() -> None:

@@ -29,7 +29,7 @@ from harness.envs.secret import KEY_ENV, fingerprint
 from harness.evaluation.result import program_sha256
 from harness.results.leaderboard import load_leaderboard
 from harness.runner.context import Budget
-from harness.runner.runner import ResumeError, create_run, drive, run_bounds
+from harness.runner.runner import PHASE_AGENT, PHASE_BOUNDS, ResumeError, create_run, drive, run_bounds
 from harness.sandbox.factory import make_backend
 from harness.scoring.progress import normalized_progress
 
@@ -51,7 +51,7 @@ def fresh_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _run(backend: Any, root: Path, agent: str, seed: int) -> Path:
+def _run(backend: Any, root: Path, agent: str, seed: int, phases: list[str] | None = None) -> Path:
     v = default_registry().get("eplb-tiny")
     a: Any = (
         PACEvolveAgent(PACEvolveConfig(model="offline/pacevolve", islands=2, max_ideas=2))
@@ -61,7 +61,8 @@ def _run(backend: Any, root: Path, agent: str, seed: int) -> Path:
     store = create_run(results_dir=root / "results", variant=v, agent=a, seed=seed,
                        budget=Budget(max_evaluations=EVALUATIONS), backend="local", workers=2)  # fmt: skip
     try:
-        drive(store, variant=v, agent=a, backend=backend, leaderboard_dir=root / "lb")
+        drive(store, variant=v, agent=a, backend=backend, leaderboard_dir=root / "lb",
+              on_phase=None if phases is None else phases.append)  # fmt: skip
     finally:
         store.close()
     return store.run_dir
@@ -82,7 +83,14 @@ def test_a_fresh_key_gets_its_own_bounds_and_a_comparison_that_says_something(
 ) -> None:
     root = fresh_machine
     v = default_registry().get("eplb-tiny")
-    dirs = [_run(backend, root, agent, seed) for agent in ("pacevolve", "random-search") for seed in (1, 2)]
+    phases: list[list[str]] = [[] for _ in range(4)]
+    dirs = [
+        _run(backend, root, agent, seed, phases[i])
+        for i, (agent, seed) in enumerate((a, s) for a in ("pacevolve", "random-search") for s in (1, 2))
+    ]
+    # what `bench run` shows before the first result: the initial program scored for this key's
+    # bounds in the key's first run only, then the agent's start
+    assert phases == [[PHASE_BOUNDS, PHASE_AGENT]] + [[PHASE_AGENT]] * 3
     fp = fingerprint()
     bounds = [json.loads((d / "run.json").read_text())["progress_bounds"] for d in dirs]
     assert all(b == bounds[0] for b in bounds) and bounds[0]["key"] == fp and bounds[0]["measured"]
