@@ -14,6 +14,9 @@ from harness.sandbox.names import BackendName, Mode
 
 from .console import err_console
 
+EXIT_INTERRUPTED = 130
+"""Exit code of a run stopped by Ctrl-C (``run_exec`` uses the same)."""
+
 
 def eval_program(
     program: tyro.conf.Positional[Path],
@@ -92,8 +95,9 @@ def run(
     # carries out.
     from .run_warmup import adopt, start_early, stop
 
-    early = start_early(env, backend, workers, mode, resume)
+    early = None
     try:
+        early = start_early(env, backend, workers, mode, resume)
         from .run_exec import execute
         from .run_plan import PlanError, RunArgs, RunPlan, plan_run
 
@@ -112,6 +116,9 @@ def run(
         for warning in plan.warnings if isinstance(plan, RunPlan) else ():
             err_console.print(f"bench: warning: {warning}")
         started, early = adopt(early, plan), None  # from here on `execute` owns (and stops) them
+    except KeyboardInterrupt:  # Ctrl-C while the early workers warm up: nothing exists yet
+        err_console.print("interrupted before the run started; nothing was created")
+        return EXIT_INTERRUPTED
     finally:
         if early is not None:  # refused options, an unknown id, Ctrl-C: stop them at once
             stop(early)
