@@ -52,6 +52,7 @@ class _Canned(RemotePoolBackend):
         return self.result
 
 
+@pytest.mark.sandbox  # the remote pool evaluates (through a fake client): not in the fast tier
 def test_remote_pools_do_not_retry_an_environment_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
