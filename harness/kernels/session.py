@@ -98,7 +98,14 @@ class DriverParams:
     suspect_ratio: float = 0.5
     """A case is suspect while its median report is under this fraction of its trusted bound."""
     confirm_calls: int = 10
-    """Extra timed calls at most while a case looks :meth:`KernelSession.suspect` (noise clears)."""
+    """Extra timed calls at most per confirming round while a case looks
+    :meth:`KernelSession.suspect` (noise clears)."""
+    confirm_pauses_s: tuple[float, ...] = (0.0, 0.1, 0.4, 1.0)
+    """One confirming round per entry, each after a pause of that many seconds: load on a busy
+    machine comes in stretches longer than one burst of calls (CI saw an honest driver's 14 round
+    trips in a row all slowed past 1.2 ms), so the fastest round trip is sought in windows spread
+    over ~1.5 s before a ``timing`` verdict. An honest case leaves at its first unsuspect call;
+    only a suspect one pays for the rounds."""
     os_clock: bool = True
     """On CPU, count the CPU time the sandbox's cgroup used (:class:`CaseBound`, ``os_cpu``)."""
     speed_probe: bool = True
@@ -530,7 +537,7 @@ class KernelSession:
         return ref > p.timing_floor_s and b.reported_median < p.suspect_ratio * ref
 
     def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
-        """Confirm a suspect case with up to ``confirm_calls`` more calls, then close it.
+        """Confirm a suspect case with more calls in spaced rounds (``confirm_pauses_s``), then close it.
 
         Args:
             times: The case's reported per-call seconds (extended in place).
@@ -546,10 +553,15 @@ class KernelSession:
             CandidateError: Raised by ``more``.
             CandidateTimeout: Raised by ``more``.
         """
-        for _ in range(self.params.confirm_calls):
+        for pause in self.params.confirm_pauses_s:
             if not self.suspect():
                 break
-            times.append(more())
+            # A pause never runs past the evaluation's budget (the candidate's timeout decides then).
+            time.sleep(max(0.0, min(pause, self.candidate.remaining() - 1.0)))
+            for _ in range(self.params.confirm_calls):
+                if not self.suspect():
+                    break
+                times.append(more())
         bound = self.end_case(what)
         if not bound.times:
             return bound.mean(times)[0], bound
