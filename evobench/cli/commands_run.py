@@ -6,7 +6,7 @@ Their options and help only; :mod:`evobench.cli.run_exec` carries them out (impo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import tyro
 
@@ -14,8 +14,12 @@ from harness.sandbox.names import BackendName, Mode
 
 from .console import err_console
 
+if TYPE_CHECKING:
+    from .run_plan import RunArgs
+
 EXIT_INTERRUPTED = 130
 """Exit code of a run stopped by Ctrl-C (``run_exec`` uses the same)."""
+EXIT_USAGE = 2
 
 
 def eval_program(
@@ -59,6 +63,8 @@ def run(
     leaderboard_dir: Path = Path("leaderboards"),
     resume: Path | None = None,
     no_progress: bool = False,
+    place: Literal["here", "modal"] = "here",
+    gpu: str | None = None,
 ) -> int:
     """Run an agent on an environment variant, recording every candidate; or resume a killed run.
 
@@ -89,10 +95,26 @@ def run(
             conflict); ``--mode`` and ``--results-dir`` are ignored with a warning. A finished
             run with a damaged ``candidates.parquet`` is rebuilt from its journal (as ``bench repair``).
         no_progress: Disable the progress bar.
+        place: ``modal``: run the whole run (agent, advisor training) on a Modal container, its
+            candidates evaluated in Modal sandboxes (``--backend modal``), its run directory
+            synced back into ``--results-dir``; ``--resume`` of such a run places it again.
+        gpu: GPU of the Modal run container (``H100``, ``A100-80GB:2``; none by default).
     """
     # The docstring above is `bench run --help`. The sandbox workers start first (their warm-up
     # overlaps the imports and checks below); the options become a checked plan, which `execute`
     # carries out.
+    options = dict(
+        agent=agent, env=env, seed=seed, backend=backend, workers=workers,
+        max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd,
+        agent_config=agent_config, model=model, advisor_model=advisor_model,
+        implementer_model=implementer_model, mode=mode,
+        results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume,
+    )  # fmt: skip
+    if place == "modal" or gpu is not None or (resume is not None and (resume / "placement.json").exists()):
+        from .run_plan import RunArgs
+
+        return _run_placed(RunArgs(**options), place, gpu)  # type: ignore[arg-type]
+
     from .run_warmup import adopt, start_early, stop
 
     early = None
@@ -101,13 +123,7 @@ def run(
         from .run_exec import execute
         from .run_plan import PlanError, RunArgs, RunPlan, plan_run
 
-        args = RunArgs(
-            agent=agent, env=env, seed=seed, backend=backend, workers=workers,
-            max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd,
-            agent_config=agent_config, model=model, advisor_model=advisor_model,
-            implementer_model=implementer_model, mode=mode,
-            results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume,
-        )  # fmt: skip
+        args = RunArgs(**options)  # type: ignore[arg-type]
         try:
             plan = plan_run(args)
         except PlanError as e:
@@ -123,3 +139,34 @@ def run(
         if early is not None:  # refused options, an unknown id, Ctrl-C: stop them at once
             stop(early)
     return execute(plan, no_progress=no_progress, backend=started)
+
+
+def _run_placed(args: RunArgs, place: str, gpu: str | None) -> int:
+    """``--place modal`` (or ``--resume`` of a placed run): the run goes to a Modal container."""
+    import sys
+
+    from harness.sandbox.modal_backend.client import ModalInfraError
+    from harness.sandbox.modal_backend.run_sdk import SdkRunHost
+
+    from .run_place import PlaceRequest, place_run
+    from .run_plan import PlanError
+
+    def err(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    if args.resume is None and place != "modal":
+        err("bench: error: --gpu is the GPU of a Modal run container: add --place modal")
+        return EXIT_USAGE
+    if args.backend not in ("local", "modal"):
+        err(f"bench: error: a run placed on Modal evaluates in Modal sandboxes, not --backend {args.backend}")
+        return EXIT_USAGE
+    try:
+        return place_run(
+            PlaceRequest(args, gpu), SdkRunHost(), out=lambda line: print(line, flush=True), err=err
+        )
+    except PlanError as e:
+        err(f"bench: error: {e}")
+        return e.exit_code
+    except (ModalInfraError, ValueError) as e:
+        err(f"bench: error: {e}")
+        return EXIT_USAGE

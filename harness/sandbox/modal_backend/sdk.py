@@ -8,7 +8,7 @@ live test runs only where credentials are set. See the README's Modal section.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .client import ImageRecipe, ModalInfraError, RemoteProcess, SandboxSpec
@@ -37,6 +37,29 @@ def credentials_present() -> bool:
     except ImportError:
         return False
     return bool(config.get("token_id")) and bool(config.get("token_secret"))
+
+
+def split_lines(chunks: Iterable[str | bytes]) -> Iterator[str]:
+    """Lines of a Modal output stream, which yields chunks of any size, not lines."""
+    buf = ""
+    for chunk in chunks:
+        buf += chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
+        *done, buf = buf.split("\n")
+        yield from done
+    if buf:
+        yield buf
+
+
+def resource_kwargs(spec: Any) -> dict[str, Any]:
+    """``Sandbox.create``'s resource, lifetime and tag arguments of a sandbox or run container spec."""
+    return {
+        "tags": dict(spec.tags),
+        "gpu": spec.gpu,
+        "cpu": spec.cpu,
+        "memory": spec.memory_mb,
+        "timeout": spec.timeout_s,
+        "idle_timeout": spec.idle_timeout_s,
+    }
 
 
 def _explain(e: BaseException) -> str:
@@ -72,14 +95,7 @@ class _SdkProcess:
             self.sb.stdin.drain()
 
     def lines(self) -> Iterator[str | bytes]:
-        # The stream yields chunks, not lines: re-split them.
-        buf = ""
-        for chunk in self.sb.stdout:
-            buf += chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
-            *done, buf = buf.split("\n")
-            yield from done
-        if buf:
-            yield buf
+        return split_lines(self.sb.stdout)
 
     def poll(self) -> int | None:
         code = self.sb.poll()
@@ -139,12 +155,7 @@ class SdkModalClient:
                 *spec.command,
                 app=app,
                 image=self._image(image),
-                tags=dict(spec.tags),
-                gpu=spec.gpu,
-                cpu=spec.cpu,
-                memory=spec.memory_mb,
-                timeout=spec.timeout_s,
-                idle_timeout=spec.idle_timeout_s,
+                **resource_kwargs(spec),
                 block_network=spec.block_network,
                 env=dict(spec.env),
             )
