@@ -46,12 +46,12 @@ def _recipe(tmp: Path):  # type: ignore[no-untyped-def]
 
 def _request(tmp: Path, **kw: object) -> PlaceRequest:
     args = RunArgs(
-        agent="random-search", env="selftest-tiny", max_evaluations=BUDGET, workers=2,
+        agent="random-search", env="selftest-tiny", max_evaluations=BUDGET, workers=1,
         results_dir=tmp / "results", leaderboard_dir=tmp / "leaderboards",
     )  # fmt: skip
     base: dict[str, object] = {
         "gpu": "H100",
-        "sync_interval_s": 0.3,
+        "sync_interval_s": 0.5,
         "root": str(tmp / "container"),
         "backend": "local",
     }
@@ -63,6 +63,9 @@ def _rows(run_dir: Path) -> list[int]:
         return [r.seq for r in store.rows()]
 
 
+@pytest.mark.run  # two real `bench run`s (sandboxed evaluations) inside the fake container
+@pytest.mark.sandbox
+@pytest.mark.slow
 def test_lost_container_leaves_a_resumable_copy_and_resume_places_it_again(tmp_path: Path) -> None:
     modal, lines = FakeModal(), list[str]()
     results = tmp_path / "results"
@@ -94,7 +97,7 @@ def test_lost_container_leaves_a_resumable_copy_and_resume_places_it_again(tmp_p
     # --resume of a placed run: a new container gets the local copy and finishes it there.
     modal.on_exec = None
     resumed = place_run(
-        PlaceRequest(RunArgs(resume=run_dir), sync_interval_s=0.3, root=str(tmp_path / "container")),
+        PlaceRequest(RunArgs(resume=run_dir), sync_interval_s=0.5, root=str(tmp_path / "container")),
         SdkRunHost(modal), _recipe(tmp_path), out=lines.append, err=lines.append,
     )  # fmt: skip
     assert resumed == 0, lines[-20:]
@@ -141,3 +144,26 @@ def test_placement_record_is_typed(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="bogus"):
         placement_of(tmp_path)
     assert placement_of(tmp_path / "missing") is None
+
+
+def test_cli_refusals_exit_2_without_a_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evobench.cli.main import main
+    from harness.sandbox.modal_backend.sdk import credentials_present
+
+    monkeypatch.chdir(tmp_path)
+    for k in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(tmp_path / "none.toml"))
+    base = ["run", "--agent", "random-search", "--env", "selftest-tiny", "--max-evaluations", "2"]
+    refused = {
+        "add --place modal": ["--gpu", "H100"],  # a GPU only exists on a placed run
+        "not --backend docker": ["--place", "modal", "--backend", "docker"],
+    }
+    if not credentials_present():
+        refused["modal token new"] = ["--place", "modal", "--gpu", "H100"]
+    for reason, extra in refused.items():
+        assert main([*base, *extra]) == 2
+        assert reason in capsys.readouterr().err
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
