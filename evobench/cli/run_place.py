@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.envs.secret import KEY_ENV, key_env_value
 from harness.results import snapshot
-from harness.results.atomic import atomic_write_json
+from harness.results.atomic import LockHeldError, atomic_write_json, lock_file, unlock_file
 from harness.results.records import utc_now_iso
 from harness.sandbox.modal_backend.client import ImageRecipe, ModalInfraError
 from harness.sandbox.modal_backend.run_container import (
@@ -145,6 +145,24 @@ def secret_env() -> tuple[tuple[str, str], ...]:
     return tuple(sorted(env.items()))
 
 
+def hold(results_dir: Path, run_id: str) -> int:
+    """Lock a placed run's local copy for this host (one placement of a run at a time).
+
+    Returns:
+        The lock's descriptor (:func:`~harness.results.atomic.unlock_file` releases it).
+
+    Raises:
+        PlanError: If another ``bench run`` places or syncs this run now.
+    """
+    try:
+        return lock_file(results_dir / f".placed-{run_id}.lock", stamp=f"pid {os.getpid()}\n")
+    except LockHeldError as e:
+        raise PlanError(
+            f"run {run_id} is being run on Modal by {e.holder.strip() or 'another bench run'}: "
+            "wait for it, or stop it (Ctrl-C) and resume"
+        ) from None
+
+
 def default_recipe(gpu: str | None) -> ImageRecipe:
     """Stage the run image's context (a base recipe plus ``images/run``)."""
     from harness.images.combined import stage_run
@@ -164,6 +182,7 @@ class _Placed:
         self.req, self.container, self.results_dir = req, container, results_dir
         self.record = record.model_copy(update={"container": container.object_id, "lost": ""})
         self.run_id: str | None = None
+        self.lock: int | None = None
 
     def sync(self) -> None:
         self.record = self.record.model_copy(update={"synced_at": utc_now_iso()})
@@ -175,6 +194,8 @@ class _Placed:
         except snapshot.SnapshotError as e:
             raise ModalInfraError(f"the run's copy from container {self.container.object_id}: {e}") from e
         self.run_id = got or self.run_id
+        if self.lock is None and self.run_id is not None:
+            self.lock = hold(self.results_dir, self.run_id)
 
     def run(self, argv: tuple[str, ...], out: Callable[[str], None]) -> int:
         proc = self.container.start(argv, self.req.root)
@@ -229,13 +250,31 @@ def place_run(
             raise PlanError(f"{run_dir} was not placed on Modal (no {PLACEMENT_FILE})")
         if req.gpu is not None:
             record = record.model_copy(update={"gpu": req.gpu})
+        lock: int | None = hold(results_dir, run_id)
         snapshot.recover(results_dir)
         # Without its placement record: inside the container it is an ordinary run to resume.
         upload = snapshot.pack(run_dir, leave_out=(PLACEMENT_FILE,))
     else:
-        results_dir, run_id, upload = a.results_dir.resolve(), None, b""
+        results_dir, run_id, upload, lock = a.results_dir.resolve(), None, b"", None
         record = Placement(gpu=req.gpu, leaderboard_dir=str(a.leaderboard_dir.resolve()))
         results_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _place(req, host, recipe, (results_dir, run_id, upload, record), out, err, lock)
+    finally:
+        if lock is not None:
+            unlock_file(lock, clear=True)
+
+
+def _place(
+    req: PlaceRequest,
+    host: RunHost,
+    recipe: Callable[[str | None], ImageRecipe],
+    where: tuple[Path, str | None, bytes, Placement],
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+    lock: int | None,
+) -> int:
+    results_dir, run_id, upload, record = where
     argv = inner_argv(req, run_id)
     host.check_credentials()
     spec = RunContainerSpec(
@@ -246,7 +285,7 @@ def place_run(
     try:
         container = host.create_run_container(spec, image)
         placed = _Placed(req, container, results_dir, record)
-        placed.run_id = run_id
+        placed.run_id, placed.lock = run_id, lock
         err(f"run placed on Modal container {container.object_id} (gpu {record.gpu or 'none'})")
         if upload:
             container.upload(f"{req.root.rstrip('/')}/results", upload)
@@ -264,6 +303,8 @@ def place_run(
     finally:
         if placed is not None:
             placed.container.terminate()
+            if placed.lock is not None and placed.lock != lock:
+                unlock_file(placed.lock, clear=True)
         from harness.images.combined import remove_context
 
         remove_context(image.context_dir)

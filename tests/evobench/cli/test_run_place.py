@@ -16,6 +16,7 @@ import pytest
 from evobench.cli.run_place import (
     PLACEMENT_FILE,
     PlaceRequest,
+    hold,
     inner_argv,
     place_run,
     placement_of,
@@ -23,6 +24,7 @@ from evobench.cli.run_place import (
 )
 from evobench.cli.run_plan import PlanError, RunArgs
 from harness.envs.secret import KEY_ENV
+from harness.results.atomic import unlock_file
 from harness.results.leaderboard import load_leaderboard
 from harness.results.store import RunStore
 from harness.sandbox.modal_backend.client import ImageRecipe
@@ -93,6 +95,13 @@ def test_lost_container_leaves_a_resumable_copy_and_resume_places_it_again(tmp_p
     sb = modal.sandboxes[0]
     assert sb.kwargs["gpu"] == "H100" and sb.tags["evobench.placed"] == "1"
     assert sb.env[KEY_ENV] and sb.command[0] == "sleep"
+
+    # One placement of a run at a time: another bench run holding it is refused before any container.
+    held = hold(results, run_dir.name)
+    with pytest.raises(PlanError, match="being run on Modal by pid"):
+        place_run(PlaceRequest(RunArgs(resume=run_dir)), SdkRunHost(modal), _recipe(tmp_path))
+    unlock_file(held)
+    assert len(modal.sandboxes) == 1
 
     # --resume of a placed run: a new container gets the local copy and finishes it there.
     modal.on_exec = None
