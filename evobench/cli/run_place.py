@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.envs.secret import KEY_ENV, key_env_value
+from harness.envs.secret import KEY_ENV, HeldoutKeyError, key_env_value
 from harness.results import snapshot
 from harness.results.atomic import LockHeldError, atomic_write_json, lock_file, unlock_file
 from harness.results.records import utc_now_iso
@@ -238,8 +238,10 @@ def place_run(
         130 after Ctrl-C (both leave the last synced copy resumable).
 
     Raises:
-        PlanError: If the options cannot be placed (a local model file, an unknown placement).
+        PlanError: If the options cannot be placed (a local model file, a run that was not
+            placed, one placed by another ``bench run`` now, an unusable held-out key).
         ModalInfraError: If no Modal credentials are configured.
+        ValueError: If ``--gpu`` is not a Modal GPU string.
     """
     a = req.args
     if a.resume is not None:
@@ -257,7 +259,6 @@ def place_run(
     else:
         results_dir, run_id, upload, lock = a.results_dir.resolve(), None, b"", None
         record = Placement(gpu=req.gpu, leaderboard_dir=str(a.leaderboard_dir.resolve()))
-        results_dir.mkdir(parents=True, exist_ok=True)
     try:
         return _place(req, host, recipe, (results_dir, run_id, upload, record), out, err, lock)
     finally:
@@ -277,9 +278,11 @@ def _place(
     results_dir, run_id, upload, record = where
     argv = inner_argv(req, run_id)
     host.check_credentials()
-    spec = RunContainerSpec(
-        gpu=record.gpu, root=req.root, tags=run_tags(run_id or ""), secret_env=secret_env()
-    )
+    try:
+        env = secret_env()
+    except HeldoutKeyError as e:
+        raise PlanError(f"the held-out key cannot go to the run container: {e}") from e
+    spec = RunContainerSpec(gpu=record.gpu, root=req.root, tags=run_tags(run_id or ""), secret_env=env)
     image = recipe(record.gpu)
     placed: _Placed | None = None
     try:
