@@ -17,7 +17,7 @@ from harness.envs.registry import Variant
 from harness.results.atomic import atomic_write_json
 from harness.results.leaderboard import append_leaderboard_row, build_leaderboard_row, load_leaderboard
 from harness.results.records import CandidateRow, LeaderboardRow, RunInfo
-from harness.results.store import RunStore
+from harness.results.store import RunStore, program_paths
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def _ledger_cost(run_dir: Path) -> float | None:
 
 def make_row(info: RunInfo, rows: list[CandidateRow], variant: Variant, run_dir: Path) -> LeaderboardRow:
     """The run's leaderboard row (the LLM ledger is the authority on spend, incl. untied calls)."""
-    row = build_leaderboard_row(info, rows, variant)
+    row = build_leaderboard_row(info, rows, variant, program_paths=program_paths(run_dir))
     spent = _ledger_cost(run_dir)
     if spent is not None:
         row = row.model_copy(update={"cost_usd": max(row.cost_usd, spent)})
