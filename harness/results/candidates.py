@@ -76,6 +76,18 @@ _TYPED: dict[str, tuple[str, pa.DataType | None, str]] = {
     "started_at": ("started_at", TIMESTAMP, "Time the evaluation was submitted (UTC, microseconds)."),
     "finished_at": ("finished_at", TIMESTAMP, "Time the result arrived (UTC, microseconds)."),
 }
+# Journal fields whose description here says more than the journal model's docstring.
+_DOCS: dict[str, str] = {
+    "parent_id": "Parent program (a program sha256 or a ``seq`` id as a string); null for a root.",
+    "status": "Outcome class: ``ok`` (scored), ``invalid`` (broke a rule of the task), ``error`` (crashed, "
+    "raised, failed to compile, hit a memory or output limit), ``timeout`` (killed at its time limit) or "
+    "``infra_error`` (the harness failed, not the candidate; never counts against it).",
+    "score": "Combined score (direction: the variant's, see the leaderboard's ``direction``); null unless "
+    "``status`` is ``ok``.",
+    "reason": "Why a non-ok evaluation failed (empty for ``ok``).",
+    "env_id": "Variant id evaluated on: ``variant``, or a derived id ``<variant>~...`` (a validation subset "
+    "or quick mode an agent asked for), whose score is not comparable with full scores.",
+}
 _PROGRAM_PATH = (
     "program_path",
     pa.string(),
@@ -110,9 +122,8 @@ def candidates_schema(metric_names: Sequence[str] = ()) -> pa.Schema:
     for f in v1:
         if f.name == "run_id":
             continue
-        name, typ, doc = _TYPED.get(
-            f.name, (f.name, f.type, CandidateRow.model_fields[f.name].description or "")
-        )
+        default = _DOCS.get(f.name) or CandidateRow.model_fields[f.name].description or ""
+        name, typ, doc = _TYPED.get(f.name, (f.name, f.type, default))
         if name == "metrics":
             typ = pa.struct([pa.field(m, pa.float64()) for m in metric_names]) if metric_names else pa.null()
         fields.append(_field(name, typ, " ".join(doc.split())))
