@@ -188,15 +188,9 @@ def build_leaderboard_row(
         raise ValueError(
             f"run {info.run_id} is on {info.env_id}@{info.env_hash}, not {variant.id}@{variant.hash}"
         )
-    # derived rows (``<id>~subset-...``, ``<id>~quick``) spend budget but their scores are not full scores
-    scored = [
-        r for r in rows if r.status is Status.OK and r.score is not None and not is_reduced_id(r.env_id)
-    ]
     maximize = variant.direction is Direction.MAXIMIZE
-    sign = -1.0 if maximize else 1.0  # the best score, the earliest evaluation among ties
-    best_row = min(scored, key=lambda r: (sign * (r.score or 0.0), r.seq)) if scored else None
+    best_row = best_evaluation(rows, maximize=maximize)
     best = best_row.score if best_row is not None else None
-    best_sha = best_row.program_sha256 if best_row is not None else None
     bounds = info.progress_bounds
     if bounds is not None:
         floor, target, key = bounds.y_floor, bounds.y_target, bounds.key
@@ -231,9 +225,27 @@ def build_leaderboard_row(
         y_target=target,
         heldout_key=key,
         device=" + ".join(sorted({r.device for r in rows if r.device})) or None,
-        best_program_sha=best_sha,
-        best_program_path=(program_paths or {}).get(best_sha) if best_sha else None,
+        **best_program(best_row, program_paths),
     )
+
+
+def best_evaluation(rows: Sequence[CandidateRow], *, maximize: bool) -> CandidateRow | None:
+    """The run's best full ``ok`` evaluation (the earliest among ties); None when nothing scored.
+
+    Rows of derived ids (``<id>~subset-...``, ``<id>~quick``) spend budget, but their scores are
+    not full scores and never the best.
+    """
+    scored = [
+        r for r in rows if r.status is Status.OK and r.score is not None and not is_reduced_id(r.env_id)
+    ]
+    sign = -1.0 if maximize else 1.0
+    return min(scored, key=lambda r: (sign * (r.score or 0.0), r.seq)) if scored else None
+
+
+def best_program(best: CandidateRow | None, program_paths: Mapping[str, str] | None) -> dict[str, str | None]:
+    """The leaderboard's ``best_program_sha`` / ``best_program_path`` of a best evaluation (None: none)."""
+    sha = best.program_sha256 if best is not None else None
+    return {"best_program_sha": sha, "best_program_path": (program_paths or {}).get(sha) if sha else None}
 
 
 def _int_or_none(value: Any) -> int | None:

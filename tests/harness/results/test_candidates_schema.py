@@ -30,9 +30,10 @@ from harness.results.candidates import (
     rows_from_table,
     schema_version,
 )
-from harness.results.leaderboard import build_leaderboard_row
-from harness.results.records import CandidateRow, RunInfo, records_to_table
+from harness.results.leaderboard import build_leaderboard_row, load_leaderboard
+from harness.results.records import CandidateRow, LeaderboardRow, RunInfo, arrow_schema, records_to_table
 from harness.results.store import RunStore
+from harness.runner.completion import ROW_FILE
 from harness.runner.repair import repair_run, snapshot_damage
 
 VARIANT = "selftest-tiny"
@@ -163,3 +164,28 @@ def test_rows_without_any_metric_still_write(tmp_path: Path) -> None:
     assert schema.field("metrics").type == pa.null()  # Parquet cannot hold a struct without fields
     assert store.read_parquet()["metrics"].isna().all()
     store.close()
+
+
+def test_repair_names_the_best_program_on_an_old_leaderboard_row(tmp_path: Path) -> None:
+    store, rows = _run(tmp_path / "results", "old", old=True)
+    lbs = tmp_path / "lb"
+    info = store.info.model_copy(
+        update={"status": "finished", "leaderboard": "added", "leaderboard_dir": str(lbs)}
+    )
+    store.write_info(info)
+    # the row as results schema 1 wrote it: queued in the run directory and on the leaderboard
+    row = build_leaderboard_row(info, rows, default_registry().get(VARIANT)).model_dump(mode="json")
+    old = {k: v for k, v in row.items() if not k.startswith("best_program")}
+    (store.run_dir / ROW_FILE).write_text(json.dumps(old))
+    old_schema = pa.schema([f for f in arrow_schema(LeaderboardRow) if not f.name.startswith("best_program")])
+    lbs.mkdir()
+    pq.write_table(pa.Table.from_pylist([old], schema=old_schema), lbs / "selftest.parquet")
+    assert load_leaderboard(lbs, "selftest")["best_program_sha"].isna().all()  # old rows read as null
+    assert repair_run(store, None).row_added
+    store.close()
+    lb = load_leaderboard(lbs, "selftest")
+    assert len(lb) == 1 and lb["best_program_sha"].tolist() == [rows[2].program_sha256]  # score 3.0
+    path = lb["best_program_path"].iloc[0]
+    assert program_sha256((store.run_dir / path).read_text()) == rows[2].program_sha256
+    new = pq.read_table(lbs / "selftest.parquet").to_pylist()[0]
+    assert {k: v for k, v in new.items() if k in old} == old  # nothing else changed
