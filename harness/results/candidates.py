@@ -55,11 +55,6 @@ _RUN_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 }
 # Journal fields stored under another name or type, with the description of the typed column.
 _TYPED: dict[str, tuple[str, pa.DataType | None, str]] = {
-    "program_sha256": (
-        "program_sha256",
-        pa.string(),
-        "Content address (sha256 hex of the UTF-8 text) of the candidate program.",
-    ),
     "metrics_json": (
         "metrics",
         None,  # a struct of the metric names this run's rows reported
@@ -78,6 +73,7 @@ _TYPED: dict[str, tuple[str, pa.DataType | None, str]] = {
 }
 # Journal fields whose description here says more than the journal model's docstring.
 _DOCS: dict[str, str] = {
+    "program_sha256": "Content address (sha256 hex of the UTF-8 text) of the candidate program.",
     "parent_id": "Parent program (a program sha256 or a ``seq`` id as a string); null for a root.",
     "status": "Outcome class: ``ok`` (scored), ``invalid`` (broke a rule of the task), ``error`` (crashed, "
     "raised, failed to compile, hit a memory or output limit), ``timeout`` (killed at its time limit) or "

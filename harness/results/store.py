@@ -246,7 +246,7 @@ class RunStore:
         return self._info
 
     def write_info(self, info: RunInfo, *, durable_fallback: bool = False) -> None:
-        """Atomically replace ``run.json``.
+        """Atomically replace ``run.json`` (stamped with the current results schema version).
 
         Args:
             info: The new header; must keep the run id.
@@ -261,6 +261,8 @@ class RunStore:
         self._require_writable()
         if info.run_id != self._info.run_id:
             raise ValueError(f"run id {info.run_id!r} does not match {self._info.run_id!r}")
+        if info.schema_version < SCHEMA_VERSION:  # this code writes the current layout
+            info = info.model_copy(update={"schema_version": SCHEMA_VERSION})
         text = info.model_dump_json(indent=2) + "\n"
         try:
             atomic_write_text(self.run_dir / RUN_JSON, text)
