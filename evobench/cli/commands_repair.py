@@ -14,6 +14,8 @@ EXIT_USAGE, EXIT_INFRA = 2, 3
 def repair(run_dir: tyro.conf.Positional[Path]) -> int:
     """Rebuild a run's candidates.parquet from its journal, and a finished run's missing leaderboard row.
 
+    The snapshot is written in the current results schema (``docs/results.md``), so this also
+    migrates a run directory written by an older evobench.
     The journal (``candidates.jsonl``, synced per evaluation) is the run's record; the Parquet
     snapshot and the leaderboard row are derived from it. ``compare``, ``plot`` and ``report``
     skip a run whose snapshot is unreadable and name this command. A run still being written
@@ -46,6 +48,8 @@ def repair(run_dir: tyro.conf.Positional[Path]) -> int:
         err_console.print(f"bench: error: {user_error(e) if isinstance(e, OSError) else e}")
         return EXIT_INFRA
     what = f"was damaged ({done.damage})" if done.damage else "was sound"
+    if done.old_version is not None:
+        what = f"was in results schema version {done.old_version}"
     console.print(
         f"run {info.run_id}: candidates.parquet {what}; rewritten from the journal ({done.rows} rows)"
     )

@@ -25,6 +25,15 @@ AXES: tuple[Axis, ...] = ("evaluations", "wall_s", "cost_usd")
 
 _READ = ["run_id", "seq", "status", "score", "cost_usd", "env_id"]
 _TIMES = ["started_at", "finished_at"]
+_TYPES = {
+    "seq": pa.int64(),
+    "status": pa.string(),
+    "score": pa.float64(),
+    "cost_usd": pa.float64(),
+    "env_id": pa.string(),
+    "started_at": pa.timestamp("us", tz="UTC"),
+    "finished_at": pa.timestamp("us", tz="UTC"),
+}
 
 
 class CandidatesMissingError(FileNotFoundError):
@@ -76,17 +85,15 @@ def read_candidates(paths: Mapping[str, Path], *, with_times: bool = False) -> p
     by_file = {str(Path(p)): rid for rid, p in paths.items()}
     if len(by_file) != len(paths):
         raise ValueError("two runs map to the same candidates file")
-    table = ds.dataset(list(by_file), format="parquet").to_table(columns=[*cols, "__filename"])
+    # An explicit schema reads both results schemas: version 1 wrote times as ISO-8601 strings,
+    # which the scan casts (Arrow parses offsets natively); version 2 writes UTC timestamps.
+    schema = pa.schema([(c, _TYPES[c]) for c in cols])
+    table = ds.dataset(list(by_file), format="parquet", schema=schema).to_table(columns=[*cols, "__filename"])
     enc = pc.dictionary_encode(table["__filename"]).combine_chunks()
     run_ids = pa.DictionaryArray.from_arrays(
         enc.indices, pa.array([by_file[str(Path(f))] for f in enc.dictionary.to_pylist()])
     )
     table = table.drop_columns(["__filename"]).append_column("run_id", run_ids)
-    if with_times:
-        for c in _TIMES:  # Arrow parses ISO-8601 with offsets natively, far faster than pandas
-            table = table.set_column(
-                table.schema.get_field_index(c), c, pc.cast(table[c], pa.timestamp("us", tz="UTC"))
-            )
     return table
 
 

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
+from typing import Any
 
 import pandas as pd
 
 from . import page
 
 
-def _cases(cell: object) -> list[dict[str, object]]:
-    try:
-        out = json.loads(str(cell)) if cell is not None else []
-    except ValueError:
+def _cases(cell: Any) -> list[dict[str, object]]:
+    """The verdicts of one ``cases`` cell (a list of structs: pandas gives an array of dicts)."""
+    if cell is None or isinstance(cell, (str, bytes, float)):
         return []
-    return out if isinstance(out, list) else []
+    return [c for c in cell if isinstance(c, dict)]
 
 
 def _secs(v: object) -> str:
@@ -28,10 +27,10 @@ def cases_section(cands: pd.DataFrame, maximize: bool) -> str:
     Returns:
         HTML (a note when the family reports no cases).
     """
-    if cands.empty or "cases_json" not in cands.columns:
+    if cands.empty or "cases" not in cands.columns:
         return "<p>No per-case results in this run.</p>"
     per_case: dict[str, Counter[str]] = {}
-    for cell in cands["cases_json"]:
+    for cell in cands["cases"]:
         for c in _cases(cell):
             per_case.setdefault(str(c.get("name")), Counter())[str(c.get("status"))] += 1
     if not per_case:
@@ -49,7 +48,7 @@ def cases_section(cands: pd.DataFrame, maximize: bool) -> str:
                 _secs(c.get("wall_seconds")),
                 str(c.get("reason") or "")[:200],
             )
-            for c in _cases(best["cases_json"])
+            for c in _cases(best["cases"])
         ]
         html += f"<p>Best evaluation (seq {int(best['seq'])}):</p>"
         html += page.table(["case", "status", "score", "CPU s", "wall-clock s", "reason"], rows)

@@ -209,7 +209,7 @@ def build_run_report(run_dir: Path) -> str:
     info = store.info
     cands = store.read_parquet()
     if cands.empty and store.journal_path.exists():  # a killed run never flushed: fall back to the journal
-        cands = pd.DataFrame([r.model_dump(mode="json") for r in store.rows()])
+        cands = store.candidates_table().to_pandas()
     try:
         v = default_registry().get(info.env_id)
         pb = info.progress_bounds  # the run's own draw's bounds; older runs: the manifest's

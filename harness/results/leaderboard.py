@@ -11,7 +11,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -157,7 +157,12 @@ def load_leaderboard(directory: Path, family: str) -> pd.DataFrame:
 
 
 def build_leaderboard_row(
-    info: RunInfo, rows: Sequence[CandidateRow], variant: VariantLike, *, finished_at: str | None = None
+    info: RunInfo,
+    rows: Sequence[CandidateRow],
+    variant: VariantLike,
+    *,
+    finished_at: str | None = None,
+    program_paths: Mapping[str, str] | None = None,
 ) -> LeaderboardRow:
     """Summarise a run's journal into its leaderboard row.
 
@@ -170,6 +175,8 @@ def build_leaderboard_row(
         rows: The run's evaluations (``RunStore.rows()``).
         variant: The resolved variant the run evaluated on (an ``envs.registry.Variant``).
         finished_at: End time; defaults to ``info.ended_at``, else now.
+        program_paths: The run's stored programs, sha256 -> path relative to the run directory
+            (``RunStore.program_paths()``), for ``best_program_path``; None leaves it unset.
 
     Returns:
         The row.
@@ -181,12 +188,9 @@ def build_leaderboard_row(
         raise ValueError(
             f"run {info.run_id} is on {info.env_id}@{info.env_hash}, not {variant.id}@{variant.hash}"
         )
-    # derived rows (``<id>~subset-...``, ``<id>~quick``) spend budget but their scores are not full scores
-    scores = [
-        r.score for r in rows if r.status is Status.OK and r.score is not None and not is_reduced_id(r.env_id)
-    ]
     maximize = variant.direction is Direction.MAXIMIZE
-    best = (max(scores) if maximize else min(scores)) if scores else None
+    best_row = best_evaluation(rows, maximize=maximize)
+    best = best_row.score if best_row is not None else None
     bounds = info.progress_bounds
     if bounds is not None:
         floor, target, key = bounds.y_floor, bounds.y_target, bounds.key
@@ -221,7 +225,27 @@ def build_leaderboard_row(
         y_target=target,
         heldout_key=key,
         device=" + ".join(sorted({r.device for r in rows if r.device})) or None,
+        **best_program(best_row, program_paths),
     )
+
+
+def best_evaluation(rows: Sequence[CandidateRow], *, maximize: bool) -> CandidateRow | None:
+    """The run's best full ``ok`` evaluation (the earliest among ties); None when nothing scored.
+
+    Rows of derived ids (``<id>~subset-...``, ``<id>~quick``) spend budget, but their scores are
+    not full scores and never the best.
+    """
+    scored = [
+        r for r in rows if r.status is Status.OK and r.score is not None and not is_reduced_id(r.env_id)
+    ]
+    sign = -1.0 if maximize else 1.0
+    return min(scored, key=lambda r: (sign * (r.score or 0.0), r.seq)) if scored else None
+
+
+def best_program(best: CandidateRow | None, program_paths: Mapping[str, str] | None) -> dict[str, str | None]:
+    """The leaderboard's ``best_program_sha`` / ``best_program_path`` of a best evaluation (None: none)."""
+    sha = best.program_sha256 if best is not None else None
+    return {"best_program_sha": sha, "best_program_path": (program_paths or {}).get(sha) if sha else None}
 
 
 def _int_or_none(value: Any) -> int | None:

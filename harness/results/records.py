@@ -20,8 +20,10 @@ RunStatus = Literal["running", "finished", "interrupted", "failed"]
 LeaderboardState = Literal["none", "pending", "added"]
 """Lifecycle state of a run."""
 
-SCHEMA_VERSION = 1
-"""Version of the run-directory layout and record schemas written by this module."""
+SCHEMA_VERSION = 2
+"""Version of the run-directory layout and record schemas written by this package (1: the
+``candidates.parquet`` of untyped strings; 2: typed, self-describing columns, see
+:mod:`harness.results.candidates` and ``docs/results.md``)."""
 
 
 def utc_now_iso() -> str:
@@ -312,6 +314,12 @@ class LeaderboardRow(_Record):
     """Device(s) the run's evaluations were timed on (``CandidateRow.device``, several joined by
     ``" + "``); None when none was recorded (CPU-only families, rows written before the column).
     ``bench compare`` refuses to pool runs of different devices."""
+    best_program_sha: str | None = None
+    """sha256 of the program that scored ``best_score`` (the earliest evaluation among ties); None
+    when the run never scored, and in rows written before the column."""
+    best_program_path: str | None = None
+    """Where that program's text is stored, relative to the run directory
+    (``programs/<sha[:2]>/<sha>.<ext>``); None when it is not stored or unknown."""
 
     _finite_best = field_validator("best_score")(_check_finite)
 

@@ -4,7 +4,8 @@ Layout of ``results/<run-id>/``::
 
     run.json             RunInfo, rewritten atomically
     candidates.jsonl     append-only journal, one CandidateRow per line, fsync'ed per append
-    candidates.parquet   snapshot of the journal, rewritten atomically by flush_parquet()
+    candidates.parquet   typed snapshot of the journal (harness.results.candidates), rewritten
+                         atomically by flush_parquet()
     programs/ab/<sha256>.<ext>   content-addressed program texts
     checkpoints/<name>   agent checkpoints (JSON via save_checkpoint)
     .lock                flock'ed by the one process writing the run; holds its pid
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pydantic import ValidationError
 
 from harness.evaluation.result import program_sha256
@@ -40,7 +42,8 @@ from .atomic import (
     makedirs_durable,
     unlock_file,
 )
-from .records import CandidateRow, RunInfo, arrow_schema, parse_journal, records_to_table
+from .candidates import candidates_table, read_candidates_table, schema_version
+from .records import SCHEMA_VERSION, CandidateRow, RunInfo, parse_journal
 
 RUN_JSON = "run.json"
 JOURNAL = "candidates.jsonl"
@@ -87,6 +90,28 @@ def _check_name(name: str, what: str) -> str:
     if not _SAFE_NAME.match(name) or name in (".", ".."):
         raise ValueError(f"invalid {what} {name!r}: use letters, digits and ._+=@- (no path separators)")
     return name
+
+
+def program_paths(run_dir: Path) -> dict[str, str]:
+    """Every program stored in a run directory: sha256 -> ``programs/<sha[:2]>/<sha>.<ext>`` (one scan).
+
+    Args:
+        run_dir: The run directory.
+
+    Returns:
+        The mapping (empty when nothing is stored).
+    """
+    out: dict[str, str] = {}
+    try:
+        shards = [d for d in os.scandir(Path(run_dir) / PROGRAMS) if d.is_dir()]
+    except FileNotFoundError:
+        return out
+    for shard in sorted(shards, key=lambda d: d.name):
+        for entry in sorted(os.scandir(shard.path), key=lambda e: e.name):
+            sha = entry.name.split(".", 1)[0]  # hidden .tmp files of an interrupted write do not match
+            if _SHA256.match(sha) and sha[:2] == shard.name:
+                out.setdefault(sha, f"{PROGRAMS}/{shard.name}/{entry.name}")
+    return out
 
 
 class RunStore:
@@ -221,7 +246,7 @@ class RunStore:
         return self._info
 
     def write_info(self, info: RunInfo, *, durable_fallback: bool = False) -> None:
-        """Atomically replace ``run.json``.
+        """Atomically replace ``run.json`` (stamped with the current results schema version).
 
         Args:
             info: The new header; must keep the run id.
@@ -236,6 +261,8 @@ class RunStore:
         self._require_writable()
         if info.run_id != self._info.run_id:
             raise ValueError(f"run id {info.run_id!r} does not match {self._info.run_id!r}")
+        if info.schema_version < SCHEMA_VERSION:  # this code writes the current layout
+            info = info.model_copy(update={"schema_version": SCHEMA_VERSION})
         text = info.model_dump_json(indent=2) + "\n"
         try:
             atomic_write_text(self.run_dir / RUN_JSON, text)
@@ -307,8 +334,18 @@ class RunStore:
         by_seq = {r.seq: r for r in rows}
         return [by_seq[s] for s in sorted(by_seq)]
 
+    def candidates_table(self) -> pa.Table:
+        """The journal as a typed candidates table (what :meth:`flush_parquet` writes).
+
+        Raises:
+            RunStoreError: If the journal is corrupt.
+        """
+        return candidates_table(self._info, self.rows(), self.program_paths())
+
     def flush_parquet(self) -> int:
-        """Atomically rewrite ``candidates.parquet`` from the journal.
+        """Atomically rewrite ``candidates.parquet`` from the journal, in the current schema.
+
+        A run header of an older results schema is brought to the current version with it.
 
         Returns:
             The number of rows written.
@@ -318,18 +355,39 @@ class RunStore:
             OSError: If writing fails; the previous parquet file is then intact.
         """
         self._require_writable()
-        atomic_write_parquet(self.parquet_path, records_to_table(rows := self.rows(), CandidateRow))
-        return len(rows)
+        atomic_write_parquet(self.parquet_path, table := self.candidates_table())
+        if self._info.schema_version < SCHEMA_VERSION:
+            self.write_info(self._info.model_copy(update={"schema_version": SCHEMA_VERSION}))
+        return table.num_rows
+
+    def parquet_schema_version(self) -> int | None:
+        """Schema version of ``candidates.parquet`` (None when there is none).
+
+        Raises:
+            pyarrow.ArrowInvalid: If the file's footer is unreadable.
+        """
+        import pyarrow.parquet as pq
+
+        if not self.parquet_path.exists():
+            return None
+        return schema_version(pq.read_schema(self.parquet_path))
 
     def read_parquet(self) -> pd.DataFrame:
-        """The last flushed parquet snapshot (an empty, typed frame if never flushed).
+        """The last flushed parquet snapshot in the current schema (an empty, typed frame if never flushed).
+
+        A snapshot of an older schema version is upgraded in memory (``bench repair`` rewrites it).
 
         Raises:
             pyarrow.ArrowInvalid: If the file is unreadable.
+            ValueError: If the file is of a newer schema than this code reads.
         """
         if not self.parquet_path.exists():
-            return arrow_schema(CandidateRow).empty_table().to_pandas()
-        return pd.read_parquet(self.parquet_path)
+            return candidates_table(self._info, [], {}).to_pandas()
+        return read_candidates_table(self.parquet_path, self._info, self.program_paths()).to_pandas()
+
+    def program_paths(self) -> dict[str, str]:
+        """Every stored program: sha256 -> its path relative to the run directory (:func:`program_paths`)."""
+        return program_paths(self.run_dir)
 
     def _program_dir(self, sha: str) -> Path:
         if not _SHA256.match(sha):

@@ -13,11 +13,18 @@ import json
 import logging
 from pathlib import Path
 
+from harness.envs.manifest import Direction
 from harness.envs.registry import Variant
 from harness.results.atomic import atomic_write_json
-from harness.results.leaderboard import append_leaderboard_row, build_leaderboard_row, load_leaderboard
+from harness.results.leaderboard import (
+    append_leaderboard_row,
+    best_evaluation,
+    best_program,
+    build_leaderboard_row,
+    load_leaderboard,
+)
 from harness.results.records import CandidateRow, LeaderboardRow, RunInfo
-from harness.results.store import RunStore
+from harness.results.store import RunStore, program_paths
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +63,7 @@ def _ledger_cost(run_dir: Path) -> float | None:
 
 def make_row(info: RunInfo, rows: list[CandidateRow], variant: Variant, run_dir: Path) -> LeaderboardRow:
     """The run's leaderboard row (the LLM ledger is the authority on spend, incl. untied calls)."""
-    row = build_leaderboard_row(info, rows, variant)
+    row = build_leaderboard_row(info, rows, variant, program_paths=program_paths(run_dir))
     spent = _ledger_cost(run_dir)
     if spent is not None:
         row = row.model_copy(update={"cost_usd": max(row.cost_usd, spent)})
@@ -119,8 +126,11 @@ def readd(store: RunStore, variant: Variant | None = None, leaderboard_dir: Path
         variant: Its variant, to rebuild a row that was never queued (older runs).
         leaderboard_dir: Override the recorded leaderboards directory (it is then recorded).
 
+    A queued row of results schema 1 (no ``best_program_sha``) gets its best program from the
+    journal and replaces the one on the leaderboard.
+
     Returns:
-        True when the row had to be (re-)added, False when it was already there.
+        True when the row had to be (re-)added or refreshed, False when it was already there.
 
     Raises:
         ValueError: If the run is not finished, or has no row and no variant to rebuild it.
@@ -136,16 +146,22 @@ def readd(store: RunStore, variant: Variant | None = None, leaderboard_dir: Path
     if info.leaderboard_dir is None:
         raise ValueError(f"run {info.run_id} records no leaderboards directory: pass --leaderboard-dir")
     row = queued_row(store.run_dir)
+    stale = False
     if row is None:
         if variant is None:
             raise ValueError(f"{store.run_dir / ROW_FILE} is missing and the variant is unknown")
         row = make_row(info, store.rows(), variant, store.run_dir)
         atomic_write_json(store.run_dir / ROW_FILE, row.model_dump(mode="json"))
+    elif row.best_score is not None and row.best_program_sha is None:  # a row of results schema 1
+        best = best_evaluation(store.rows(), maximize=row.direction is Direction.MAXIMIZE)
+        row = row.model_copy(update=best_program(best, store.program_paths()))
+        atomic_write_json(store.run_dir / ROW_FILE, row.model_dump(mode="json"))
+        stale = True  # the append replaces the old row
     present = _on_leaderboard(Path(info.leaderboard_dir), row)
-    if present and info.leaderboard == "added" and info == store.info:
+    if present and not stale and info.leaderboard == "added" and info == store.info:
         return False
     _append(store, info, row)
-    return not present
+    return not present or stale
 
 
 def _on_leaderboard(directory: Path, row: LeaderboardRow) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from harness.compare.anytime import parquet_problem
 from harness.envs.registry import Variant
+from harness.results.candidates import CANDIDATES_SCHEMA_VERSION
 from harness.results.store import RunStore
 
 from .completion import readd
@@ -23,6 +24,9 @@ class Repair:
 
     damage: str | None
     """What was wrong with ``candidates.parquet`` (None: it was readable and held every journaled row)."""
+    old_version: int | None
+    """The older results schema version a sound snapshot was written in (None: the current one, or
+    no snapshot); such a snapshot is always rewritten in the current schema."""
     rows: int | None
     """Rows written from the journal (None: the snapshot was sound and left as it was)."""
     row_added: bool
@@ -55,6 +59,9 @@ def snapshot_damage(store: RunStore) -> str | None:
 def repair_run(store: RunStore, variant: Variant | None, *, only_if_damaged: bool = False) -> Repair:
     """Rewrite ``candidates.parquet`` from the journal; re-add a finished run's missing leaderboard row.
 
+    A snapshot of an older results schema is rewritten in the current one (the migration of old
+    run directories), even with ``only_if_damaged``.
+
     Args:
         store: The run, opened for writing (its lock held).
         variant: The run's variant (to rebuild a leaderboard row that was never queued); None if
@@ -71,8 +78,10 @@ def repair_run(store: RunStore, variant: Variant | None, *, only_if_damaged: boo
         ValueError: If a finished run's row is neither queued nor rebuildable (no variant).
     """
     damage = snapshot_damage(store)
-    rows = store.flush_parquet() if damage is not None or not only_if_damaged else None
+    version = store.parquet_schema_version() if damage is None else None
+    old = version if version is not None and version < CANDIDATES_SCHEMA_VERSION else None
+    rows = store.flush_parquet() if damage is not None or old is not None or not only_if_damaged else None
     added = False
     if store.info.status == "finished" and store.info.leaderboard_dir is not None:
         added = readd(store, variant)
-    return Repair(damage=damage, rows=rows, row_added=added)
+    return Repair(damage=damage, old_version=old, rows=rows, row_added=added)

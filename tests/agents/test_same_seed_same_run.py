@@ -71,7 +71,8 @@ def _run(backend: Any, agent: str, variant: str, seed: int, root: Path) -> pd.Da
 def _fingerprint(cands: pd.DataFrame) -> list[tuple[Any, ...]]:
     out = []
     for _, r in cands.iterrows():
-        metrics = {k: v for k, v in json.loads(r["metrics_json"]).items() if not k.endswith(TIMING_SUFFIX)}
+        cell = r["metrics"] or {}  # a struct of the run's metric names (None: the row has none)
+        metrics = {k: v for k, v in cell.items() if v is not None and not k.endswith(TIMING_SUFFIX)}
         score = None if pd.isna(r["score"]) else float(r["score"])
         out.append((r["seq"], r["program_sha256"], r["status"], score, json.dumps(metrics, sort_keys=True)))
     return out

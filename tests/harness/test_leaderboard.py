@@ -176,18 +176,20 @@ def test_summarize_all_failed_and_mixed_direction() -> None:
         summarize(mixed)
 
 
-def _cand(seq: int, status: Status, score: float | None, cost: float = 0.0) -> CandidateRow:
+def _cand(
+    seq: int, status: Status, score: float | None, cost: float = 0.0, env: str = "eplb-tiny"
+) -> CandidateRow:
     return CandidateRow(
         run_id="r",
         seq=seq,
         iteration=seq,
-        program_sha256="s",
+        program_sha256=f"{seq:064x}",
         status=status,
         score=score,
         cost_usd=cost,
         started_at="t",
         finished_at="t",
-        env_id="eplb-tiny",
+        env_id=env,
         env_hash="h",
     )
 
@@ -223,15 +225,24 @@ def test_build_leaderboard_row(
         _cand(3, Status.TIMEOUT, None),
         _cand(4, Status.OK, 5.0),
     ]
-    row = build_leaderboard_row(info, rows, variant)
+    # a later tie of the best, and a better score on a validation subset (never the run's best)
+    rows += [
+        _cand(5, Status.OK, best),
+        _cand(6, Status.OK, 99.0 if best > 5 else -99.0, env="eplb-tiny~quick"),
+    ]
+    paths = {f"{i:064x}": f"programs/00/{i:064x}.py" for i in range(7)}
+    row = build_leaderboard_row(info, rows, variant, program_paths=paths)
     assert row.best_score == best
+    best_seq = 1 if direction is Direction.MAXIMIZE else 0  # the earliest of the tied best
+    assert row.best_program_sha == f"{best_seq:064x}" and row.best_program_path == paths[f"{best_seq:064x}"]
+    assert build_leaderboard_row(info, rows, variant).best_program_path is None  # paths unknown
     assert row.progress == pytest.approx(progress)
-    assert (row.n_evaluations, row.n_ok, row.n_infra_error) == (5, 3, 1)
+    assert (row.n_evaluations, row.n_ok, row.n_infra_error) == (7, 5, 1)
     assert row.cost_usd == pytest.approx(0.3)
     assert row.finished_at == info.ended_at and row.models_json == '{"mutator": "m"}'
     assert row.budget_json == '{"max_evaluations": 5}'  # part of the run identity
     failed = build_leaderboard_row(info, rows[2:4], variant)
-    assert failed.best_score is None and failed.progress == 0.0
+    assert failed.best_score is None and failed.progress == 0.0 and failed.best_program_sha is None
     with pytest.raises(ValueError, match="not eplb-tiny@other"):
         build_leaderboard_row(info, rows, SimpleNamespace(**{**vars(variant), "hash": "other"}))
 

@@ -20,9 +20,12 @@ from harness.results.atomic import (
     atomic_write_parquet,
     atomic_write_text,
 )
+from harness.results.candidates import candidates_schema, rows_from_table
 from harness.results.provenance import git_state, host_info, package_versions
 from harness.results.records import CandidateRow, RunInfo
 from harness.results.store import RunLockedError, RunStore, RunStoreError
+
+T0 = "2025-01-01T00:00:00+00:00"
 
 
 def make_info(run_id: str = "run-1", **kw: object) -> RunInfo:
@@ -193,12 +196,11 @@ def test_journal_append_rows_dedup_and_parquet(tmp_path: Path) -> None:
         assert rows[3].status is Status.ERROR
         assert store.flush_parquet() == 4
         df = pd.read_parquet(store.parquet_path)
-        assert list(df.columns) == list(CandidateRow.model_fields)
+        assert list(df.columns) == candidates_schema().names
         assert df["seq"].tolist() == [0, 1, 2, 4]
         assert df["status"].tolist() == ["ok", "ok", "ok", "error"]
         assert pd.isna(df["score"].iloc[3])
-        back = [CandidateRow.model_validate(r) for r in pq.read_table(store.parquet_path).to_pylist()]
-        assert back == rows
+        assert rows_from_table(pq.read_table(store.parquet_path)) == rows
         with pytest.raises(ValueError, match="appended to run"):
             store.append(make_row(5, run_id="other"))
 
@@ -208,7 +210,7 @@ def test_empty_parquet_is_typed(tmp_path: Path) -> None:
         assert store.read_parquet().empty
         assert store.flush_parquet() == 0
         df = store.read_parquet()
-        assert df.empty and list(df.columns) == list(CandidateRow.model_fields)
+        assert df.empty and list(df.columns) == candidates_schema().names
         assert pq.read_schema(store.parquet_path).field("score").type == "double"
 
 
@@ -390,12 +392,12 @@ def test_candidate_row_keeps_per_case_records_through_parquet(tmp_path: Path) ->
     res = EvalResult(status=Status.OK, score=2.3, cases=cases, program_sha256="s" * 64, **env)
     assert res.cases[2].cpu_seconds is None and res.cases[2].wall_seconds is None
     where: dict[str, Any] = dict(run_id="run-1", seq=0, iteration=0, thread=0, parent_id=None)
-    row = CandidateRow.from_result(res, **where, started_at="t0", finished_at="t1")
+    row = CandidateRow.from_result(res, **where, started_at=T0, finished_at=T0)
     assert row.cases == res.cases
     with RunStore.create(tmp_path / "run-1", make_info()) as store:
         store.append(row)
         store.flush_parquet()
-        back = json.loads(store.read_parquet()["cases_json"].iloc[0])
+        back = list(store.read_parquet()["cases"].iloc[0])
     assert [c["status"] for c in back] == ["ok", "runtime_error", "tle"]
     assert back[1]["reason"] == "killed by SIGFPE" and back[0]["cpu_seconds"] == 1.96
 

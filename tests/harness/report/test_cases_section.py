@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from harness.report.cases import cases_section
 
 
 def _row(seq: int, status: str, score: float | None, cases: list[dict[str, object]]) -> dict[str, object]:
-    return {"seq": seq, "status": status, "score": score, "cases_json": json.dumps(cases)}
+    return {"seq": seq, "status": status, "score": score, "cases": cases}
 
 
 def test_best_evaluation_cases_and_verdict_counts() -> None:
