@@ -194,7 +194,7 @@ def plot(
     from harness.compare.identity import with_identity
     from harness.compare.select import VersionMixError, agent_curves, degenerate_note
     from harness.envs.registry import default_registry
-    from harness.report.plot import curves_figure, save, train_figure
+    from harness.report.plot import curves_figure, save, score_axis, train_figure, y_init_of
     from harness.results.leaderboard import load_leaderboard
 
     try:
@@ -245,6 +245,8 @@ def plot(
                 y_target=bounds[1] if bounds else None,
                 title=f"{v.id}@{v.hash}: best so far ({'higher' if v.maximize else 'lower'} is better)",
                 references=refs,
+                score=score_axis(v),
+                y_init=y_init_of(*bounds, v.progress.headroom) if bounds else None,
             )
         written = save(fig, out)
     except (VersionMixError, ValueError) as e:
