@@ -37,9 +37,24 @@ def _select(specs: tuple[str, ...], lbs: list[pd.DataFrame], variant_ids: list[s
     return resolve(specs, rows, known_agents=_known_agents(), pool=pool)
 
 
+def _baseline_label(baseline: str, specs: tuple[str, ...], sel: Selection) -> str:
+    """The unit label ``--baseline`` names: a label, or an ``--agents`` entry with or without ``=LABEL``.
+
+    Raises:
+        ValueError: If it names none of the entries.
+    """
+    if baseline in sel.units:
+        return baseline
+    for spec, label in zip(specs, sel.units, strict=True):  # one unit per entry, in order
+        if baseline in (spec, spec.partition("=")[0]):
+            return label
+    raise ValueError(f"--baseline {baseline!r} is none of the --agents entries {list(specs)}")
+
+
 def compare(
     env: Annotated[tuple[str, ...], tyro.conf.UseAppendAction],
     agents: tuple[str, ...],
+    baseline: str | None = None,
     at_evaluations: int | None = None,
     at_cost: float | None = None,
     at_wall_s: float | None = None,
@@ -70,6 +85,8 @@ def compare(
         env: Variant id; repeat ``--env`` for several variants.
         agents: Two or more entries: ``AGENT`` (its one identity), ``AGENT@CFG`` (a hash prefix),
             either with ``=LABEL`` to name it in the output.
+        baseline: Compare each other entry with this one only (an ``--agents`` entry or its
+            label): pairs (other, baseline), Holm over those tests; default: every pair.
         at_evaluations: Compare the best score after this many evaluations instead of at the end.
         at_cost: Compare after this much LLM spend (USD).
         at_wall_s: Compare after this many seconds of wall time.
@@ -89,6 +106,7 @@ def compare(
     """
     from harness.compare.anytime import CandidatesMissingError
     from harness.compare.identity import with_identity
+    from harness.compare.paired import baseline_pairs
     from harness.compare.paired import compare as run_compare
     from harness.compare.select import Budget, BudgetPastEndError, VersionMixError, variant_runs
     from harness.compare.tables import comparison_csv, comparison_json, comparison_rich
@@ -126,9 +144,11 @@ def compare(
                     device=device,
                 )
             )
+        pairs = baseline_pairs(_baseline_label(baseline, agents, sel), list(sel.units)) if baseline else None
         result = run_compare(
             per_variant,
             tuple(sel.units),
+            pairs=pairs,
             budget=budget.label(),
             level=level,
             n_resamples=resamples,

@@ -91,3 +91,23 @@ def test_the_agents_asked_for_are_the_ones_compared(store: Any, tmp_path: Path) 
     )
     assert commands_compare.report(out=tmp_path / "r.pdf", **args) == 2
     assert commands_compare.report(run_dir=tmp_path, baseline="RS") == 2  # a run report compares nothing
+
+
+def test_compare_with_a_baseline_puts_it_on_the_b_side(store: Any, capsys: Any) -> None:
+    import json
+
+    _runs(store)
+    args: dict[str, Any] = dict(
+        env=("eplb-tiny",),
+        agents=("random-search=RS", "pacevolve=PV"),
+        pool=True,
+        leaderboard_dir=store.leaderboards,
+        results_dir=store.results,
+        resamples=200,
+        json_out=True,
+    )
+    assert commands_compare.compare(baseline="random-search", **args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {(r["agent_a"], r["agent_b"]) for r in out["paired"]} == {("PV", "RS")}  # listed first, still B
+    assert commands_compare.compare(baseline="nobody", **args) == 2
+    assert "none of the --agents entries" in capsys.readouterr().err
