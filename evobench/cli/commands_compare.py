@@ -214,7 +214,8 @@ def plot(
     from harness.compare.identity import with_identity
     from harness.compare.select import VersionMixError, agent_curves, degenerate_note
     from harness.envs.registry import default_registry
-    from harness.report.plot import curves_figure, save, score_axis, train_figure, y_init_of
+    from harness.report.axes import score_axis, y_init_of
+    from harness.report.plot import curves_figure, save, train_figure
     from harness.results.leaderboard import load_leaderboard
 
     try:

@@ -12,8 +12,9 @@ from harness.compare.anytime import best_so_far, read_candidates
 from harness.results.store import RunStore
 
 from . import page
+from .axes import ScoreAxis, score_axis
 from .cases import cases_section
-from .plot import ScoreAxis, curves_figure, score_axis, train_figure
+from .plot import curves_figure, train_figure
 
 TRAIN_FILE = "train.parquet"
 PACE_FILE = "pace.parquet"

@@ -20,8 +20,9 @@ from harness.compare.tables import aggregate_name, split_aggregates, split_inter
 from harness.envs.registry import Variant
 from harness.results.leaderboard import load_leaderboard, summarize
 
+from .axes import score_axis, y_init_of
 from .document import Block, Document, Figures, Para, Table, notes
-from .plot import curves_figure, legend_label, score_axis, y_init_of
+from .plot import curves_figure, legend_label
 
 
 def build_variant_report(

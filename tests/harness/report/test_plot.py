@@ -155,7 +155,7 @@ def _two_units(wall: bool = False) -> dict[str, pd.DataFrame]:
 
 def test_score_axis_from_the_manifest_names_metric_unit_and_direction() -> None:
     from harness.envs.registry import default_registry
-    from harness.report.plot import ScoreAxis, score_axis, unit_of
+    from harness.report.axes import ScoreAxis, score_axis, unit_of
 
     assert score_axis(default_registry().get("eplb-tiny")) == ScoreAxis("combined", "dimensionless", True)
     assert unit_of("Geometric mean of the cases' mean times in microseconds (each floored).") == "µs"
@@ -167,7 +167,7 @@ def test_score_axis_from_the_manifest_names_metric_unit_and_direction() -> None:
 def test_curves_figure_is_fit_for_a_paper(tmp_path: Path) -> None:
     from matplotlib.ticker import MaxNLocator
 
-    from harness.report.plot import ScoreAxis
+    from harness.report.axes import ScoreAxis
 
     title = "eplb-tiny@4a29ac5b64894c8c: best so far, " + "a caption long enough to run off both sides " * 3
     fig = curves_figure(
