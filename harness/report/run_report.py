@@ -14,7 +14,7 @@ from harness.results.store import RunStore
 from . import page
 from .axes import ScoreAxis, score_axis
 from .cases import cases_section
-from .plot import curves_figure, train_figure
+from .plot import AXIS_LABELS, curves_figure, train_figure
 
 TRAIN_FILE = "train.parquet"
 PACE_FILE = "pace.parquet"
@@ -231,7 +231,7 @@ def build_run_report(run_dir: Path) -> str:
                 fig = curves_figure(
                     {info.agent: curves},
                     axis=axis,
-                    title="best score so far",
+                    title=f"best score so far vs {AXIS_LABELS[axis]}",
                     score=sax,
                     y_init=y_init,
                     y_target=bounds[1] if bounds else None,
