@@ -1,9 +1,9 @@
 """The variant report opened in a real headless browser (Debian's chromium) over the DevTools protocol.
 
-Checked at a desktop and a phone width: the page renders (title, sections), every figure has a
-drawn box and every image decoded, no table is wider than the page (the page never scrolls
-sideways; at desktop width no table needs its own scroll box either), and nothing was logged as
-an error (console, uncaught exceptions, CSP violations).
+Checked at a desktop (1200 px) and a phone (420 px) width: the page renders (title, sections),
+every figure has a drawn box and every image decoded, no table is wider than the page (the page
+never scrolls sideways; at desktop width no table needs its own scroll box either), and nothing
+was logged as an error (console, uncaught exceptions, CSP violations).
 
 Skipped where chromium is absent, unless CI=true: CI installs it beside the suite
 (scripts/docker-setup.sh) and this test waits for that setup as the Docker tests do.
@@ -174,7 +174,7 @@ def test_variant_report_renders_in_a_headless_browser(store: Any, tmp_path: Path
     page.write_text(html, encoding="utf-8")
     tools = DevTools(binary, tmp_path / "profile")
     try:
-        wide = _open(tools, page.as_uri(), 1024)
+        wide = _open(tools, page.as_uri(), 1200)  # a desktop window (the page is at most 1180 px)
         narrow = _open(tools, page.as_uri(), 420)
     finally:
         tools.close()
