@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from harness.compare.identity import IDENTITY_COLUMN, with_identity
 from harness.compare.paired import Comparison, baseline_pairs, compare
@@ -93,27 +94,22 @@ def build_variant_report(
         c = compare([vr], labels, n_resamples=n_resamples, pairs=pairs)
         doc.sections.append(("What was compared", lead + _comparison_blocks(c, vr.runs, baseline)))
     doc.sections.append(("Leaderboard", [_leaderboard(lb_units if chosen else lb, variant, all_versions)]))
-    figs: list[Any] = []
+    figs: list[Figure] = []
     if curves:
         sax = score_axis(variant)
         y_init = y_init_of(*bounds, variant.progress.headroom) if bounds else None
-        extra = dict(score=sax, y_init=y_init, y_floor=bounds[0] if bounds else None)
-        figs.append(
-            curves_figure(
-                curves,
-                title=f"{variant.id}: best score so far",
-                y_target=bounds[1] if bounds else None,
-                **extra,  # type: ignore[arg-type]
-            )
-        )
-        if bounds:
+        floor, target = bounds if bounds else (None, None)
+        metrics = [("score", "best score so far")] + ([("u", "normalised progress u")] if bounds else [])
+        for metric, what in metrics:
             figs.append(
                 curves_figure(
                     curves,
-                    metric="u",
-                    y_target=bounds[1],
-                    title=f"{variant.id}: normalised progress u",
-                    **extra,  # type: ignore[arg-type]
+                    metric=metric,
+                    title=f"{variant.id}: {what}",
+                    score=sax,
+                    y_init=y_init,
+                    y_floor=floor,
+                    y_target=target,
                 )
             )
     doc.sections.append(
