@@ -8,6 +8,7 @@ against each other identity; never every pair of every identity that happens to 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -100,18 +101,8 @@ def build_variant_report(
         y_init = y_init_of(*bounds, variant.progress.headroom) if bounds else None
         floor, target = bounds if bounds else (None, None)
         metrics = [("score", "best score so far")] + ([("u", "normalised progress u")] if bounds else [])
-        for metric, what in metrics:
-            figs.append(
-                curves_figure(
-                    curves,
-                    metric=metric,
-                    title=f"{variant.id}: {what}",
-                    score=sax,
-                    y_init=y_init,
-                    y_floor=floor,
-                    y_target=target,
-                )
-            )
+        draw = partial(curves_figure, curves, score=sax, y_init=y_init, y_floor=floor, y_target=target)
+        figs = [draw(metric=metric, title=f"{variant.id}: {what}") for metric, what in metrics]
     doc.sections.append(
         (
             "Best-so-far curves (mean across seeds, 95 % bootstrap band)",
