@@ -13,6 +13,14 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2
   (apt-get install -y -qq docker.io debootstrap >/dev/null 2>&1) || {
     apt-get update -qq && apt-get install -y -qq docker.io debootstrap >/dev/null; }
 fi
+# The HTML report's headless-browser test (tests/harness/report/test_report_browser.py; under CI it
+# waits for this setup) needs chromium: ~20 s of download and unpacking, here beside the suite
+# rather than in setup.sh before it.
+if ! command -v chromium >/dev/null 2>&1; then
+  log "installing chromium (headless-browser test of the HTML report)"
+  (apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1) || {
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+fi
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd"
   nohup dockerd >/tmp/evobench-dockerd.log 2>&1 &

@@ -37,9 +37,24 @@ def _select(specs: tuple[str, ...], lbs: list[pd.DataFrame], variant_ids: list[s
     return resolve(specs, rows, known_agents=_known_agents(), pool=pool)
 
 
+def _baseline_label(baseline: str, specs: tuple[str, ...], sel: Selection) -> str:
+    """The unit label ``--baseline`` names: a label, or an ``--agents`` entry with or without ``=LABEL``.
+
+    Raises:
+        ValueError: If it names none of the entries.
+    """
+    if baseline in sel.units:
+        return baseline
+    for spec, label in zip(specs, sel.units, strict=True):  # one unit per entry, in order
+        if baseline in (spec, spec.partition("=")[0]):
+            return label
+    raise ValueError(f"--baseline {baseline!r} is none of the --agents entries {list(specs)}")
+
+
 def compare(
     env: Annotated[tuple[str, ...], tyro.conf.UseAppendAction],
     agents: tuple[str, ...],
+    baseline: str | None = None,
     at_evaluations: int | None = None,
     at_cost: float | None = None,
     at_wall_s: float | None = None,
@@ -70,6 +85,8 @@ def compare(
         env: Variant id; repeat ``--env`` for several variants.
         agents: Two or more entries: ``AGENT`` (its one identity), ``AGENT@CFG`` (a hash prefix),
             either with ``=LABEL`` to name it in the output.
+        baseline: Compare each other entry with this one only (an ``--agents`` entry or its
+            label): pairs (other, baseline), Holm over those tests; default: every pair.
         at_evaluations: Compare the best score after this many evaluations instead of at the end.
         at_cost: Compare after this much LLM spend (USD).
         at_wall_s: Compare after this many seconds of wall time.
@@ -89,6 +106,7 @@ def compare(
     """
     from harness.compare.anytime import CandidatesMissingError
     from harness.compare.identity import with_identity
+    from harness.compare.paired import baseline_pairs
     from harness.compare.paired import compare as run_compare
     from harness.compare.select import Budget, BudgetPastEndError, VersionMixError, variant_runs
     from harness.compare.tables import comparison_csv, comparison_json, comparison_rich
@@ -126,9 +144,11 @@ def compare(
                     device=device,
                 )
             )
+        pairs = baseline_pairs(_baseline_label(baseline, agents, sel), list(sel.units)) if baseline else None
         result = run_compare(
             per_variant,
             tuple(sel.units),
+            pairs=pairs,
             budget=budget.label(),
             level=level,
             n_resamples=resamples,
@@ -194,6 +214,7 @@ def plot(
     from harness.compare.identity import with_identity
     from harness.compare.select import VersionMixError, agent_curves, degenerate_note
     from harness.envs.registry import default_registry
+    from harness.report.axes import score_axis, y_init_of
     from harness.report.plot import curves_figure, save, train_figure
     from harness.results.leaderboard import load_leaderboard
 
@@ -245,6 +266,8 @@ def plot(
                 y_target=bounds[1] if bounds else None,
                 title=f"{v.id}@{v.hash}: best so far ({'higher' if v.maximize else 'lower'} is better)",
                 references=refs,
+                score=score_axis(v),
+                y_init=y_init_of(*bounds, v.progress.headroom) if bounds else None,
             )
         written = save(fig, out)
     except (VersionMixError, ValueError) as e:
@@ -258,17 +281,28 @@ def report(
     run_dir: Annotated[Path | None, tyro.conf.Positional] = None,
     env: str | None = None,
     out: Path | None = None,
+    agents: tuple[str, ...] = (),
+    baseline: str | None = None,
+    pool: bool = False,
     all_versions: bool = False,
     key: str | None = None,
     leaderboard_dir: Path = Path("leaderboards"),
     results_dir: Path = Path("results"),
 ) -> int:
-    """Write one self-contained HTML page about a run (RUN_DIR) or a variant (--env).
+    """Write one self-contained report about a run (RUN_DIR) or a variant (--env).
+
+    The variant report leads with what was compared: ``--baseline`` against each other unit,
+    else every pair of the ``--agents`` given, else the leader by mean progress against each other
+    identity.
 
     Args:
         run_dir: A run directory.
         env: A variant id (report on all its runs instead).
-        out: Output file (default: ``RUN_DIR/report.html`` or ``report-<env>.html``).
+        out: Output file, ``.html`` or (variant report) ``.md`` with its figures as SVG files
+            beside it (default: ``RUN_DIR/report.html`` or ``report-<env>.html``).
+        agents: Units to compare (``AGENT``, ``AGENT@CFG``, ``...=LABEL``; default: every identity).
+        baseline: The unit every other is compared with (an ``--agents`` entry or an identity).
+        pool: Let an agent name pool its runs of several identities.
         all_versions: Pool runs scored on different contents (variant report).
         key: Report only runs scored on this held-out key (variant report).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
@@ -278,20 +312,46 @@ def report(
     from harness.envs.registry import default_registry
     from harness.report.run_report import build_run_report
     from harness.report.variant_report import build_variant_report
+    from harness.results.leaderboard import load_leaderboard
     from harness.results.store import RunStoreError
 
     if (run_dir is None) == (env is None):
         err_console.print("bench: error: give exactly one of RUN_DIR or --env")
         return EXIT_USAGE
+    if run_dir is not None and (agents or baseline):
+        err_console.print("bench: error: --agents and --baseline are for a variant report (--env)")
+        return EXIT_USAGE
+    markdown = out is not None and out.suffix.lower() == ".md"
+    if out is not None and out.suffix.lower() not in (".html", ".htm", ".md"):
+        err_console.print(f"bench: error: report file must end in .html or .md, got {out.name!r}")
+        return EXIT_USAGE
     try:
         if run_dir is not None:
+            if markdown:
+                err_console.print("bench: error: a run report is HTML only; give --out *.html")
+                return EXIT_USAGE
             text = build_run_report(run_dir)
             target = out or run_dir / "report.html"
         else:
             assert env is not None
             v = default_registry().get(env)
-            text = build_variant_report(v, leaderboard_dir, results_dir, all_versions=all_versions, key=key)
+            lb = load_leaderboard(leaderboard_dir, v.family)
+            units, label = _report_units(agents, baseline, lb, v.id, pool)
+            doc = build_variant_report(
+                v,
+                leaderboard_dir,
+                results_dir,
+                all_versions=all_versions,
+                key=key,
+                units=units,
+                baseline=label,
+            )
             target = out or Path(f"report-{v.id}.html")
+            if markdown:
+                written = doc.write_markdown(target)
+                console.print(f"wrote {target} and {len(written) - 1} figure files beside it")
+                return 0
+            text = doc.html()
     except (RunStoreError, VersionMixError, ValueError) as e:
         err_console.print(f"bench: error: {e}")
         return EXIT_USAGE
@@ -299,3 +359,25 @@ def report(
     target.write_text(text, encoding="utf-8")
     console.print(f"wrote {target} ({len(text) / 1024:.0f} KiB)")
     return 0
+
+
+def _report_units(
+    agents: tuple[str, ...], baseline: str | None, lb: pd.DataFrame, variant: str, pool: bool
+) -> tuple[dict[str, tuple[str, ...]] | None, str | None]:
+    """The report's units (None: every identity) and the label of its baseline unit.
+
+    Raises:
+        ValueError: If an entry matches no identity, several, or the baseline is not a unit.
+    """
+    sel = _select(agents, [lb], [variant], pool) if agents else None
+    if baseline is None:
+        return (sel.units if sel else None), None
+    if sel is not None and baseline in sel.units:
+        return sel.units, baseline
+    (idents,) = _select((baseline,), [lb], [variant], pool).units.values()
+    if sel is None:
+        return None, idents[0] if len(idents) == 1 else None
+    owners = {lab for lab, ids in sel.units.items() if set(ids) & set(idents)}
+    if len(owners) != 1:
+        raise ValueError(f"--baseline {baseline!r} is none of the --agents entries {list(sel.units)}")
+    return sel.units, owners.pop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
@@ -181,6 +182,17 @@ def _pair(
     )
 
 
+def baseline_pairs(baseline: str, agents: Sequence[str]) -> list[tuple[str, str]]:
+    """Each other agent against ``baseline``: pairs ``(other, baseline)``, so A − B > 0 favours the other.
+
+    Raises:
+        ValueError: If ``baseline`` is not among ``agents``.
+    """
+    if baseline not in agents:
+        raise ValueError(f"baseline {baseline!r} is not among the compared agents {list(agents)}")
+    return [(a, baseline) for a in agents if a != baseline]
+
+
 def compare(
     variants: list[VariantRuns],
     agents: tuple[str, ...],
@@ -189,8 +201,9 @@ def compare(
     level: float = 0.95,
     n_resamples: int = 4000,
     seed: int = 0,
+    pairs: Sequence[tuple[str, str]] | None = None,
 ) -> Comparison:
-    """Compare every pair of ``agents`` (A listed before B) on every variant, then across variants.
+    """Compare the pairs of ``agents`` asked for (default: every pair, A listed before B) per variant.
 
     Per variant and metric: mean paired difference A - B with a bootstrap CI and a sign-flip
     permutation p-value; p-values are Holm-adjusted per metric over all (variant, pair) tests.
@@ -208,16 +221,25 @@ def compare(
         level: Confidence level.
         n_resamples: Bootstrap resamples.
         seed: Seed of all resampling.
+        pairs: The ``(A, B)`` pairs to test (e.g. :func:`baseline_pairs`); None: every pair.
+            Holm adjusts over the tests made, so fewer pairs give smaller adjusted p-values.
 
     Returns:
         The comparison.
 
     Raises:
-        ValueError: If fewer than two distinct agents are given.
+        ValueError: If fewer than two distinct agents are given, or a pair names an agent not
+            among them (or the same agent twice).
     """
     if len(set(agents)) < 2 or len(set(agents)) != len(agents):
         raise ValueError(f"need at least two distinct agents, got {list(agents)}")
+    chosen = list(combinations(agents, 2)) if pairs is None else list(dict.fromkeys(pairs))
+    for a, b in chosen:
+        if a == b or a not in agents or b not in agents:
+            raise ValueError(f"pair ({a}, {b}) is not two distinct agents of {list(agents)}")
     out = Comparison(agents=agents, budget=budget, level=level)
+    # (variant, agent, its missing seeds) -> the agents it was paired with: one note for them all
+    padded: dict[tuple[str, str, tuple[int, ...]], list[str]] = {}
     fulls = []
     for vr in variants:
         out.notes.extend(vr.notes)
@@ -227,20 +249,19 @@ def compare(
             if a not in have:
                 out.notes.append(f"{vr.variant}: no runs of {a}: left out of this variant")
         metrics = [m for m in METRICS if m != "auc" or runs["auc"].notna().any()]
-        for a, b in combinations(have, 2):
+        for a, b in ((a, b) for a, b in chosen if a in have and b in have):
             for metric in metrics:
                 out.paired.append(_pair(vr, a, b, metric, level, n_resamples, seed))
             row = out.paired[-len(metrics)] if metrics else None
             if row is not None:
                 for who, other, seeds in ((a, b, row.missing_a), (b, a, row.missing_b)):
                     if seeds:
-                        out.notes.append(
-                            f"{vr.variant}: {who} has no run for seed {' '.join(map(str, seeds))} that "
-                            f"{other} ran: counted as u = 0 in {a} vs {b}"
-                        )
+                        padded.setdefault((vr.variant, who, tuple(seeds)), []).append(other)
         full = runs.copy()
         full.insert(0, "variant", vr.variant)
         fulls.append(full.sort_values(["agent", "seed"], ignore_index=True))
+    if padded:
+        out.notes.append(padded_note(padded))
     few = sorted({r.n_pairs for r in out.paired if 0 < r.n_pairs < SMALL_N})
     if few:
         out.notes.append(
@@ -253,14 +274,31 @@ def compare(
         for r, p in zip(rows, holm([r.p_value for r in rows]), strict=True):
             r.p_holm = p
     out.runs = pd.concat(fulls, ignore_index=True) if fulls else pd.DataFrame()
-    _aggregate(out, variants, agents, level, n_resamples, seed)
+    _aggregate(out, variants, agents, chosen, level, n_resamples, seed)
     return out
+
+
+def padded_note(padded: dict[tuple[str, str, tuple[int, ...]], list[str]]) -> str:
+    """One note for every seed counted as u = 0 because one side of a pair did not run it.
+
+    Args:
+        padded: ``(variant, agent, seeds it lacks)`` -> the agents it was paired with there.
+    """
+    parts = [
+        f"{variant}: {who} has no run for seed {' '.join(map(str, seeds))} (vs {', '.join(others)})"
+        for (variant, who, seeds), others in padded.items()
+    ]
+    return (
+        "a seed one side of a pair did not run counts as u = 0 and AUC = 0 for that side (no score pair): "
+        + "; ".join(parts)
+    )
 
 
 def _aggregate(
     out: Comparison,
     variants: list[VariantRuns],
     agents: tuple[str, ...],
+    pairs: list[tuple[str, str]],
     level: float,
     n_resamples: int,
     seed: int,
@@ -276,7 +314,7 @@ def _aggregate(
         out.aggregates.append(AggregateRow("iqm", a, "", ci.estimate, ci.lo, ci.hi, n, len(u)))
         if len(u) < len(variants):
             out.notes.append(f"IQM({a}) is over the {len(u)} of {len(variants)} variants it ran")
-    for a, b in combinations(agents, 2):
+    for a, b in pairs:
         both = [vr for vr in ran[a] if vr in ran[b]]
         if not both:
             out.notes.append(f"P({a} > {b}): no variant both ran")

@@ -6,6 +6,7 @@ import html
 import io
 import json
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -13,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .paired import Comparison
+from .paired import AggregateRow, Comparison, PairedRow
 
 LONG_COLUMNS = (
     "section",
@@ -40,6 +41,83 @@ LONG_COLUMNS = (
 
 def _f(x: float, digits: int = 3) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+
+
+_METRIC_NAMES = {"u": "u", "score": "best score", "auc": "AUC"}
+
+
+def _no_interval_reason(r: PairedRow) -> str | None:
+    """Why a paired row has no confidence interval (None: it has one)."""
+    if r.ci_method == "degenerate":
+        return "every seed pair gave the same difference, so there is no spread to bootstrap"
+    if r.ci_method != "none":
+        return None
+    if r.n_pairs == 0:
+        return "no seed with a value on both sides (a side never scored)"
+    if r.n_pairs == 1:
+        return "a single seed pair, and one value has no interval"
+    return "the bootstrap gave no finite interval"
+
+
+def split_intervals(
+    rows: Sequence[PairedRow], name: Callable[[str], str] = str
+) -> tuple[list[PairedRow], list[str]]:
+    """The rows that have a confidence interval, and one note per reason the others have none.
+
+    A comparison of near-identical runs is mostly rows like ``[0, 0] degenerate``; printing each
+    says nothing the one sentence does not. The note names each left-out (pair, metric) with its
+    difference, so no figure is lost.
+
+    Args:
+        rows: Paired rows of a comparison.
+        name: How an agent label is printed (e.g. an alias).
+
+    Returns:
+        The rows with an interval, in order, and the notes (one per reason).
+    """
+    shown: list[PairedRow] = []
+    why: dict[str, dict[tuple[str, str, str], list[str]]] = {}
+    several = len({r.variant for r in rows}) > 1
+    for r in rows:
+        reason = _no_interval_reason(r)
+        if reason is None:
+            shown.append(r)
+            continue
+        value = f" = {_f(r.delta)}" if not math.isnan(r.delta) else ""
+        key = (r.variant, name(r.agent_a), name(r.agent_b))
+        metric = _METRIC_NAMES.get(r.metric, r.metric)
+        why.setdefault(reason, {}).setdefault(key, []).append(f"{metric}{value}")
+    notes = []
+    for reason, items in why.items():
+        parts = [
+            f"{f'{v}: ' if several else ''}{a} − {b}: {', '.join(ms)}" for (v, a, b), ms in items.items()
+        ]
+        notes.append(f"no confidence interval where {reason} ({'; '.join(parts)}); those rows are left out")
+    return shown, notes
+
+
+def split_aggregates(
+    rows: Sequence[AggregateRow], name: Callable[[str], str] = str
+) -> tuple[list[AggregateRow], str | None]:
+    """The aggregates with a spread, and one note for those whose every resample was the same.
+
+    Returns:
+        The aggregate rows whose interval has a width, and the note (None when none is left out).
+    """
+    shown = [g for g in rows if not (g.ci_lo == g.ci_hi or math.isnan(g.ci_lo))]
+    flat = [g for g in rows if g not in shown]
+    if not flat:
+        return shown, None
+    parts = [f"{aggregate_name(g, name)} = {_f(g.estimate)}" for g in flat]
+    return shown, (
+        f"no interval where every bootstrap resample gave the same value ({'; '.join(parts)}); "
+        "those rows are left out"
+    )
+
+
+def aggregate_name(g: AggregateRow, name: Callable[[str], str] = str) -> str:
+    """``IQM(A)`` or ``P(A > B)`` with the labels printed by ``name``."""
+    return f"IQM({name(g.agent_a)})" if g.kind == "iqm" else f"P({name(g.agent_a)} > {name(g.agent_b)})"
 
 
 def comparison_frame(c: Comparison) -> pd.DataFrame:
@@ -131,7 +209,8 @@ def comparison_rich(c: Comparison, width: int = 80) -> Group:
         )
     )
     wide = width >= WIDE
-    variants = list(dict.fromkeys(r.variant for r in c.paired))
+    shown, no_ci = split_intervals(c.paired, lambda a: short[a])
+    variants = list(dict.fromkeys(r.variant for r in shown))
     for v in variants:
         t = Table(title=v, title_justify="left", box=None, pad_edge=False, padding=(0, 1))
         t.add_column("metric", no_wrap=True)
@@ -142,7 +221,7 @@ def comparison_rich(c: Comparison, width: int = 80) -> Group:
             t.add_column("mean B", no_wrap=True, justify="right")
         for col in ("A − B", f"{pct} CI", "p", "p Holm"):
             t.add_column(col, no_wrap=True, justify="right")
-        for r in (r for r in c.paired if r.variant == v):
+        for r in (r for r in shown if r.variant == v):
             sig = r.p_holm <= 1.0 - c.level if not math.isnan(r.p_holm) else False
             means = [_f(r.mean_a, 4), _f(r.mean_b, 4)] if wide else []
             t.add_row(
@@ -156,9 +235,10 @@ def comparison_rich(c: Comparison, width: int = 80) -> Group:
                 Text(_f(r.p_holm, 3), style="bold green" if sig else ""),
             )
         parts.append(t)
-    if any(r.ci_method == "percentile" for r in c.paired):
+    if any(r.ci_method == "percentile" for r in shown):
         parts.append(Text("*: percentile interval (too few pairs for BCa)", style="dim"))
-    if c.aggregates:
+    aggregates, flat = split_aggregates(c.aggregates, lambda a: short[a])
+    if aggregates:
         g = Table(
             title=f"Across variants: progress u ↑, {pct} stratified bootstrap CI",
             title_justify="left",
@@ -168,17 +248,16 @@ def comparison_rich(c: Comparison, width: int = 80) -> Group:
         )
         for col in ("statistic", "estimate", f"{pct} CI", "runs", "variants"):
             g.add_column(col, no_wrap=True)
-        for a in c.aggregates:
-            name = (
-                f"IQM({short[a.agent_a]})"
-                if a.kind == "iqm"
-                else f"P({short[a.agent_a]} > {short[a.agent_b]})"
-            )
+        for a in aggregates:
             g.add_row(
-                name, _f(a.estimate, 3), f"[{_f(a.ci_lo)}, {_f(a.ci_hi)}]", str(a.n_runs), str(a.n_variants)
+                aggregate_name(a, lambda x: short[x]),
+                _f(a.estimate, 3),
+                f"[{_f(a.ci_lo)}, {_f(a.ci_hi)}]",
+                str(a.n_runs),
+                str(a.n_variants),
             )
         parts.append(g)
-    for n in c.notes:
+    for n in [*no_ci, *([flat] if flat else []), *c.notes]:
         parts.append(Text(f"note: {n}", style="yellow"))
     return Group(*parts)
 

@@ -1,21 +1,27 @@
 """Figures: best-so-far curves with CI bands across seeds, and RL training diagnostics.
 
 Figures are built on ``matplotlib.figure.Figure`` directly (no pyplot global state, no GUI
-backend), and every line is labelled at its end in its own colour, so no legend is needed.
+backend), and every line is labelled at its end in its own colour, right of the axes (outside the
+data), so no legend box is needed. Figures are saved with a tight bounding box, so the wrapped
+caption and the end labels are inside the image (PNG and SVG alike).
 """
 
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from harness.compare.anytime import Axis, on_grid, progress_of
+
+from .axes import ScoreAxis
 
 AXIS_LABELS: dict[str, str] = {
     "evaluations": "evaluations",
@@ -50,6 +56,19 @@ _PANELS = (
     ("skipped", "skipped steps (cumulative)"),
 )
 _COLORS = ("#1b6ca8", "#d1495b", "#2e8b57", "#8e44ad", "#e67e22", "#34495e", "#c0392b", "#16a085")
+_CAPTION_CHARS = 92
+"""Caption lines are wrapped at this many characters: the 8-inch figure holds ~100 at 10 pt."""
+REFERENCE_COLOR = "0.35"
+"""Colour of horizontal reference lines (initial program, target, published programs)."""
+
+
+def legend_label(unit: str) -> str:
+    """The name a curve is labelled with in a figure: the one place figure labels come from.
+
+    Args:
+        unit: The unit's key (an identity ``agent@cfg`` or the ``=LABEL`` the user gave).
+    """
+    return unit
 
 
 def band(
@@ -145,21 +164,27 @@ def curves_figure(
     title: str = "",
     level: float = 0.95,
     references: Mapping[str, float] | None = None,
+    score: ScoreAxis | None = None,
+    y_init: float | None = None,
 ) -> Figure:
     """Best-so-far curves, one per agent: mean across seeds and a bootstrap CI band.
 
-    ``references`` (label -> score of a published program scored here) are drawn as dashed,
-    labelled horizontal lines, never as runs.
+    The initial program's score (``y_init``) and the target (``y_target``) are drawn as labelled
+    horizontal lines where known; so are ``references`` (label -> score of a published program
+    scored here), never as runs. Where a seed's run ends before the others, a tick on its unit's
+    line marks it (its final best is carried on in the mean).
 
     Args:
         curves: Agent -> its runs' curves (:func:`~harness.compare.anytime.best_so_far`).
         axis: x axis.
         metric: ``score`` (raw best score) or ``u`` (normalised progress; needs the bounds).
         y_floor: Score at u = 0 (for ``u``; :attr:`Progress.y_floor` of the runs' draw).
-        y_target: Progress bound regarded as solved (for ``u``).
+        y_target: Score regarded as solved (u = 1); drawn as the target line.
         title: Figure title.
         level: Confidence level of the bands.
         references: Label -> score of a published reference program (dashed lines).
+        score: The combined metric's name, unit and direction (y-axis label); None: "score".
+        y_init: The initial program's score on the runs' draw (a reference line).
 
     Returns:
         The figure.
@@ -171,11 +196,15 @@ def curves_figure(
         raise ValueError("no runs to plot")
     if metric == "u" and (y_floor is None or y_target is None):
         raise ValueError("metric u needs y_floor and y_target")
+
+    def on_scale(y: float) -> float:
+        return float(progress_of(pd.Series([y]), float(y_floor), float(y_target))[0]) if metric == "u" else y  # type: ignore[arg-type]
+
     grid = _grid(curves, axis)
     fig = Figure(figsize=(8.0, 4.8), layout="constrained")
     ax = fig.add_subplot()
     ends: list[tuple[str, float, str]] = []
-    carried_any = False
+    marked_any = False
     for i, (agent, c) in enumerate(sorted(curves.items())):
         if c.empty:
             continue
@@ -187,25 +216,26 @@ def curves_figure(
         runs, vals, run_ends = run_values(c, axis, grid, fill=0.0 if metric == "u" else None)
         mean, lo, hi, count = band(vals, level=level)
         color = _COLORS[i % len(_COLORS)]
-        # past the first run's end the ended runs are carried at their final best: dashed
-        carried = grid > float(run_ends.min())
-        carried_any |= bool(carried.any() and (run_ends > run_ends.min()).any())
-        live = np.where(carried, np.nan, mean)
-        ax.plot(grid, live, color=color, lw=2, drawstyle="steps-post")
-        if carried.any():
-            k = int(np.argmax(carried))
-            tail = np.where(np.arange(grid.size) >= max(k - 1, 0), mean, np.nan)
-            ax.plot(grid, tail, color=color, lw=2, ls=(0, (3, 2)), drawstyle="steps-post")
+        ax.plot(grid, mean, color=color, lw=2, drawstyle="steps-post")
+        # A run that ended before the last one is carried at its final best: one tick on the line
+        # where it ended (a dashed tail from the first end dashed nearly all of a wall-time curve,
+        # whose mean starts only when the slowest run has scored).
+        marked_any |= _mark_run_ends(ax, grid, mean, run_ends, color)
         if len(runs) > 1:
             ax.fill_between(grid, lo, hi, color=color, alpha=0.18, step="post", lw=0)
         finite = np.flatnonzero(np.isfinite(mean))
         n_max = int(count.max()) if count.size else 0
         what = f"n={len(runs)}" + ("" if n_max == len(runs) else f", {n_max} scored")
-        ends.append((f"{agent} ({what})", float(mean[finite[-1]]) if finite.size else math.nan, color))
-    for name, value in sorted((references or {}).items()):
-        y = progress_of(pd.Series([value]), float(y_floor), float(y_target))[0] if metric == "u" else value  # type: ignore[arg-type]
-        ax.axhline(float(y), color="0.35", ls="--", lw=1.2)
-        ends.append((f"[ref] {name}", float(y), "0.35"))
+        end = float(mean[finite[-1]]) if finite.size else math.nan
+        ends.append((f"{legend_label(agent)} ({what})", end, color))
+    lines = [(f"[ref] {name}", value, "--") for name, value in sorted((references or {}).items())]
+    if y_init is not None:
+        lines.append(("initial program", y_init, ":"))
+    if y_target is not None:
+        lines.append(("target", y_target, "-."))
+    for text, value, style in lines:
+        ax.axhline(on_scale(float(value)), color=REFERENCE_COLOR, ls=style, lw=1.2)
+        ends.append((text, on_scale(float(value)), REFERENCE_COLOR))
     ymin, ymax = ax.get_ylim()
     heights = [e[1] if math.isfinite(e[1]) else ymin for e in ends]
     for (text, _, color), y in zip(ends, _place_labels(heights, ymax - ymin), strict=True):
@@ -219,16 +249,50 @@ def curves_figure(
             fontweight="bold",
         )
     ax.set_xlabel(AXIS_LABELS[axis])
-    ax.set_ylabel("best-so-far progress u" if metric == "u" else "best-so-far score")
+    if axis == "evaluations":  # a count: no 2.5 evaluations
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if score is not None:
+        ax.set_ylabel(score.label(metric))
+    else:
+        ax.set_ylabel("best-so-far progress u" if metric == "u" else "best-so-far score")
     ax.grid(alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
-    head = title or f"best so far vs {AXIS_LABELS[axis]}"
+    head = [title or f"best so far vs {AXIS_LABELS[axis]}"]
     if any(c["run_id"].nunique() > 1 for c in curves.values() if not c.empty):
-        head += f"\nline: mean of all n seeds where every run has a value; band: {level:.0%} bootstrap CI"
-    if carried_any:
-        head += "; dashed: some runs had ended (their final best carried)"
-    fig.suptitle(head, fontsize=11)
+        head.append(f"line: mean of all n seeds where every run has a value; band: {level:.0%} bootstrap CI")
+    if marked_any:
+        head.append("tick on a line: a seed's run had ended by there (its final best is carried on)")
+    fig.suptitle(caption(head), fontsize=10)
     return fig
+
+
+def caption(parts: Sequence[str], width: int = _CAPTION_CHARS) -> str:
+    """Caption text wrapped to ``width`` characters a line, so it fits the figure's width."""
+    return "\n".join(textwrap.fill(p, width, break_on_hyphens=False) for p in parts)
+
+
+def _mark_run_ends(ax: object, grid: np.ndarray, mean: np.ndarray, run_ends: np.ndarray, color: str) -> bool:
+    """Tick marks on a unit's mean line where one of its runs ended before the last one did.
+
+    A run that ended before the mean exists (the slowest run had not scored yet) is marked at the
+    line's start: from there on its final best is carried.
+
+    Returns:
+        Whether any tick was drawn.
+    """
+    last = float(run_ends.max()) if run_ends.size else math.nan
+    finite = np.flatnonzero(np.isfinite(mean))
+    xs, ys = [], []
+    for e in run_ends:
+        if not e < last:
+            continue
+        later = finite[finite >= max(int(np.searchsorted(grid, e, side="right")) - 1, 0)]
+        if later.size:
+            xs.append(max(float(e), float(grid[later[0]])))
+            ys.append(float(mean[later[0]]))
+    if xs:
+        ax.plot(xs, ys, ls="none", marker="|", ms=12, mew=2, color=color)  # type: ignore[attr-defined]
+    return bool(xs)
 
 
 def train_figure(train: pd.DataFrame, title: str = "RL training diagnostics") -> Figure:
@@ -266,6 +330,7 @@ def train_figure(train: pd.DataFrame, title: str = "RL training diagnostics") ->
         if col == "skipped":
             y = np.cumsum(np.nan_to_num(y) > 0)
             ax.step(step, y, where="post", color=color, lw=1.8)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             if "skip_reason" in df:
                 reasons = df.loc[
                     np.nan_to_num(pd.to_numeric(df[col], errors="coerce").to_numpy()) > 0, "skip_reason"
@@ -284,9 +349,11 @@ def train_figure(train: pd.DataFrame, title: str = "RL training diagnostics") ->
         ax.spines[["top", "right"]].set_visible(False)
     for k in range(len(panels), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are counts
     for ax in axes[-1]:
         ax.set_xlabel("step")
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(caption([title]), fontsize=11)
     return fig
 
 
@@ -301,13 +368,20 @@ def save(fig: Figure, path: Path) -> Path:
     if fmt not in ("png", "svg"):
         raise ValueError(f"plot file must end in .png or .svg, got {path.name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
+    fig.savefig(
+        path,
+        format=fmt,
+        dpi=120,
+        metadata={"Date": None} if fmt == "svg" else None,
+        bbox_inches="tight",  # every caption line and end label inside the image
+        pad_inches=0.1,
+    )
     return path
 
 
 def svg_text(fig: Figure) -> str:
     """The figure as an inline SVG element (no XML prolog, no external references)."""
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight", pad_inches=0.1)
     text = buf.getvalue()
     return text[text.index("<svg") :]

@@ -12,8 +12,9 @@ from harness.compare.anytime import best_so_far, read_candidates
 from harness.results.store import RunStore
 
 from . import page
+from .axes import ScoreAxis, score_axis
 from .cases import cases_section
-from .plot import curves_figure, train_figure
+from .plot import AXIS_LABELS, curves_figure, train_figure
 
 TRAIN_FILE = "train.parquet"
 PACE_FILE = "pace.parquet"
@@ -215,8 +216,10 @@ def build_run_report(run_dir: Path) -> str:
         pb = info.progress_bounds  # the run's own draw's bounds; older runs: the manifest's
         maximize = v.maximize
         bounds = (pb.y_floor, pb.y_target) if pb else (v.progress.y_floor, v.progress.y_target)
+        sax: ScoreAxis | None = score_axis(v)
+        y_init: float | None = pb.y_init if pb else v.progress.y_init
     except UnknownIdError:
-        maximize, bounds = True, None
+        maximize, bounds, sax, y_init = True, None, None, None
     sections: list[tuple[str, str]] = [("Configuration and provenance", page.kv_table(_config_pairs(store)))]
     figs, notes = [], ""
     if not cands.empty and store.parquet_path.is_file():
@@ -225,7 +228,14 @@ def build_run_report(run_dir: Path) -> str:
         )
         for axis in ("evaluations", "wall_s", "cost_usd"):
             try:
-                fig = curves_figure({info.agent: curves}, axis=axis, title="best score so far")
+                fig = curves_figure(
+                    {info.agent: curves},
+                    axis=axis,
+                    title=f"best score so far vs {AXIS_LABELS[axis]}",
+                    score=sax,
+                    y_init=y_init,
+                    y_target=bounds[1] if bounds else None,
+                )
             except ValueError as e:
                 notes += f"<p class='note'>{page.esc(e)}</p>"
                 continue
@@ -238,6 +248,8 @@ def build_run_report(run_dir: Path) -> str:
                         metric="u",
                         y_floor=bounds[0],
                         y_target=bounds[1],
+                        y_init=y_init,
+                        score=sax,
                         title="normalised progress u",
                     )
                 )

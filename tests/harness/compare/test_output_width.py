@@ -29,9 +29,9 @@ def _vr(variant: str, maximize: bool) -> VariantRuns:
             "run_id": f"{a}{s}",
             "agent": a,
             "seed": s,
-            "score": 100.123456 * k + s,
+            "score": 100.123456 * k + s * k,
             "u": 0.1 * k + 0.01 * s,
-            "auc": 0.05 * k,
+            "auc": 0.05 * k + 0.001 * s * k,
         }
         for k, a in enumerate(("pacevolve@3fa2c1", "pacevolve++@77e0b2"), start=1)
         for s in range(5)
@@ -54,6 +54,42 @@ def test_compare_fits_80_columns_with_direction_and_whole_numbers() -> None:
     assert "↓ lower is better: A − B > 0 favours B" in text
     f = comparison_frame(c)
     assert set(f.loc[(f["metric"] == "score") & (f["variant"] == "llm-sr-tiny"), "better"]) == {"lower"}
+
+
+def test_rows_without_an_interval_are_one_note_per_reason_not_rows() -> None:
+    # A and B score identically on every seed, C only on seed 0: u and AUC differ by exactly 0 on
+    # every seed (degenerate), C's score pairs once (no interval); only C's u / AUC rows have spread
+    rows = [
+        {"run_id": f"{a}{s}", "agent": a, "seed": s, "score": 1.0, "u": 0.0, "auc": 0.0}
+        for a in ("A@1", "B@2")
+        for s in range(3)
+    ] + [
+        {
+            "run_id": f"C{s}",
+            "agent": "C@3",
+            "seed": s,
+            "score": 2.0 if s == 0 else None,
+            "u": 0.1 * s,
+            "auc": 0.1,
+        }
+        for s in range(3)
+    ]
+    vr = VariantRuns("eplb-tiny", "h", True, pd.DataFrame(rows))
+    c = compare([vr], ("A@1", "B@2", "C@3"), n_resamples=200, pairs=[("B@2", "A@1"), ("C@3", "A@1")])
+    assert [(r.agent_a, r.agent_b) for r in c.paired if r.metric == "u"] == [("B@2", "A@1"), ("C@3", "A@1")]
+    text = _render(comparison_rich(c, width=100), 100)
+    assert "degenerate" not in text and "[0, 0]" not in text and "[-, -]" not in text
+    table = [x for x in text.splitlines() if re.match(r"^(u|score|auc) [↑↓]", x)]
+    assert len(table) == 1 and "C−A" in table[0]  # only C − A's u has spread (AUC: constant 0.1)
+    flat = " ".join(text.split())
+    assert flat.count("every seed pair gave the same difference") == 1  # said once, for all rows
+    assert "B − A: u = 0, best score = 0, AUC = 0" in flat and "C − A: AUC = 0.1" in flat
+    assert flat.count("a single seed pair") == 1 and "C − A: best score = 1" in flat
+    assert {(g.kind, g.agent_a, g.agent_b) for g in c.aggregates if g.kind == "poi"} == {
+        ("poi", "B@2", "A@1"),
+        ("poi", "C@3", "A@1"),
+    }  # only the pairs asked for
+    assert "IQM(A) = 0" in flat and "IQM(B) = 0" in flat  # no spread: in the one aggregate note
 
 
 def test_aliases_are_distinct_and_short() -> None:

@@ -120,3 +120,100 @@ def test_curves_figure_labels_lines_directly_and_writes_valid_svg(tmp_path: Path
         {"alpha": a}, axis="cost_usd", metric="u", y_floor=1.0, y_target=3.0, references={"t": 2.0}
     )
     assert any(list(line.get_ydata()) == [0.5, 0.5] for line in u.axes[0].lines)  # on the u scale
+
+
+def _best(run: str, scores: list[float | None], wall: list[float] | None = None) -> pd.DataFrame:
+    import pyarrow as pa
+
+    cols: dict[str, object] = {
+        "run_id": pa.array([run] * len(scores)).dictionary_encode(),
+        "seq": list(range(len(scores))),
+        "status": ["ok" if s is not None else "error" for s in scores],
+        "score": pa.array(scores, pa.float64()),
+        "cost_usd": [0.0] * len(scores),
+    }
+    if wall is not None:  # evaluation i runs from the end of i - 1 to wall[i] seconds after the start
+        from datetime import UTC, datetime, timedelta
+
+        t0, ts = datetime(2026, 1, 1, tzinfo=UTC), pa.timestamp("us", tz="UTC")
+        cols["started_at"] = pa.array([t0 + timedelta(seconds=w) for w in [0.0, *wall[:-1]]], ts)
+        cols["finished_at"] = pa.array([t0 + timedelta(seconds=w) for w in wall], ts)
+    return best_so_far(pa.table(cols), maximize=True)
+
+
+def _two_units(wall: bool = False) -> dict[str, pd.DataFrame]:
+    a = pd.concat(
+        [
+            _best("a0", [0.5, 0.6, 0.7], [1.0, 2.0, 3.0] if wall else None),
+            _best("a1", [0.55, 0.58, 0.62], [4.0, 6.0, 9.0] if wall else None),
+        ],
+        ignore_index=True,
+    )
+    a["run_id"] = a["run_id"].astype("category")
+    return {"alpha": a, "beta": _best("b0", [0.5, 0.52, 0.66], [2.0, 3.0, 5.0] if wall else None)}
+
+
+def test_score_axis_from_the_manifest_names_metric_unit_and_direction() -> None:
+    from harness.envs.registry import default_registry
+    from harness.report.axes import ScoreAxis, score_axis, unit_of
+
+    assert score_axis(default_registry().get("eplb-tiny")) == ScoreAxis("combined", "dimensionless", True)
+    assert unit_of("Geometric mean of the cases' mean times in microseconds (each floored).") == "µs"
+    assert unit_of("(NDCG@10 + HR@10 + MRR) / 3 on each user's last item, full ranking (0 to 1).") == "0 to 1"
+    assert unit_of("Reference (eager Model) mean time / ModelNew mean time, both timed here.") == ""
+    assert ScoreAxis("score_us", "µs", False).label() == "best-so-far score_us (µs)\n↓ lower is better"
+
+
+def test_curves_figure_is_fit_for_a_paper(tmp_path: Path) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    from harness.report.axes import ScoreAxis
+
+    title = "eplb-tiny@4a29ac5b64894c8c: best so far, " + "a caption long enough to run off both sides " * 3
+    fig = curves_figure(
+        _two_units(),
+        title=title,
+        score=ScoreAxis("combined", "dimensionless", True),
+        y_init=0.5,
+        y_target=0.9,
+    )
+    ax = fig.axes[0]
+    svg = svg_text(fig)  # draws the figure
+    ticks = ax.get_xticks()
+    assert isinstance(ax.xaxis.get_major_locator(), MaxNLocator)
+    assert len(ticks) >= 2 and np.all(ticks == np.round(ticks))  # 3 evaluations: 1, 2, 3, no 1.5
+    assert ax.get_ylabel() == "best-so-far combined (dimensionless)\n↑ higher is better"
+    refs = {line.get_linestyle(): list(line.get_ydata()) for line in ax.lines if len(line.get_ydata()) == 2}
+    assert refs[":"] == [0.5, 0.5] and refs["-."] == [0.9, 0.9]  # initial program, target
+    assert {"initial program", "target", "alpha (n=2)", "beta (n=1)"} <= {t.get_text() for t in ax.texts}
+    # the whole caption inside the figure's own width (wrapped), every label inside the saved image
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    cap = fig._suptitle.get_window_extent(renderer)  # type: ignore[union-attr]
+    assert fig.bbox.x0 <= cap.x0 and cap.x1 <= fig.bbox.x1
+    assert fig.get_suptitle().replace("\n", " ").startswith(title.strip())
+    root = ET.fromstring(svg)
+    width = float(root.attrib["width"].removesuffix("pt"))
+    tight = fig.get_tightbbox(renderer)
+    assert width >= tight.width * 72 - 1  # the saved SVG spans the end labels right of the axes
+    assert "initial program" in svg and "target" in svg
+    png = save(fig, tmp_path / "c.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    # on the u scale the reference lines move with the bounds: initial at u(0.5) = 0.2, target at 1
+    u = curves_figure(_two_units(), metric="u", y_floor=0.4, y_target=0.9, y_init=0.5)
+    ys = sorted(line.get_ydata()[0] for line in u.axes[0].lines if len(line.get_ydata()) == 2)
+    assert ys == pytest.approx([0.2, 1.0])
+
+
+def test_wall_time_curves_are_solid_with_a_tick_where_a_run_ended() -> None:
+    fig = curves_figure(_two_units(wall=True), axis="wall_s")
+    ax = fig.axes[0]
+    curves = [line for line in ax.lines if line.get_marker() in ("None", "", None)]
+    assert curves and all(line.get_linestyle() == "-" for line in curves)  # no dashed tails
+    ticks = [line for line in ax.lines if line.get_marker() == "|"]
+    # alpha's run a0 ended at 3 s, before a1 (9 s): one tick; beta has one run: none
+    # alpha's mean starts at the grid's first point from 4 s on
+    assert len(ticks) == 1 and list(ticks[0].get_xdata()) == [pytest.approx(4.0, abs=0.05)]
+    assert "tick on a line" in fig.get_suptitle()
