@@ -30,7 +30,6 @@ from .console import console, err_console, fmt
 from .failures import SignalInterrupt, stop_signals_interrupt, user_error
 from .run_exec import create_store, precheck, readd_finished
 from .run_plan import PlanError, ReaddPlan, RunArgs, RunPlan, plan_run
-from .run_warmup import stop
 from .sweep_grid import Cell, SweepSpec
 from .sweep_manifest import CellRecord, SweepDir, remove_stillborn
 
@@ -325,11 +324,3 @@ def plan_all(sweep: SweepDir, on_error: Callable[[CellRecord, str], None]) -> di
         except (PlanError, UnknownIdError, ManifestError) as e:
             on_error(sweep.update(rec.cell.key, state="failed", error=str(e).splitlines()[0]), str(e))
     return plans
-
-
-def stop_backend(backend: Sandbox, interrupted: bool) -> None:
-    """End the shared backend: at once when interrupted, else after its last jobs."""
-    if interrupted:
-        stop(backend)
-    else:
-        backend.close()

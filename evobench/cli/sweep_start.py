@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from harness.sandbox.factory import BackendUnavailable, make_backend
 
 from .console import console, err_console
 from .run_plan import PlanError, RunPlan, plan_run
+from .run_warmup import stop
 from .sweep_exec import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -29,7 +31,6 @@ from .sweep_exec import (
     SweepRunner,
     cell_args,
     plan_all,
-    stop_backend,
 )
 from .sweep_grid import GridError, agent_uses, build_spec, check_ids, expand, load_toml
 from .sweep_manifest import CellRecord, Manifest, SweepDir, SweepError
@@ -198,6 +199,7 @@ def start(o: SweepOptions, *, modal_client: Any = None) -> int:
         )
         concurrency = o.concurrency if o.concurrency is not None else spec.concurrency
         code = 0
+        closer: threading.Thread | None = None
         if plans:
             try:
                 backend = shared_backend(sweep, plans, concurrency, modal_client)
@@ -207,12 +209,21 @@ def start(o: SweepOptions, *, modal_client: Any = None) -> int:
             runner = SweepRunner(sweep, plans, backend, no_progress=o.no_progress)
             try:
                 code = runner.run(runs_at_once=int(getattr(backend, "workers", 1)))
-            finally:
-                stop_backend(backend, interrupted=runner.stopping.is_set())
+            except BaseException:
+                stop(backend)
+                raise
             if code == EXIT_INTERRUPTED:
+                stop(backend)
                 return code
+            # its workers wind down (seconds) while the comparison is computed
+            closer = threading.Thread(target=backend.close, name="sweep-close")
+            closer.start()
         failed_cells = [r for r in sweep.manifest.cells if r.state != "finished"]
-        finish(sweep, o.no_report)
+        try:
+            finish(sweep, o.no_report)
+        finally:
+            if closer is not None:
+                closer.join()
         if failed_cells:
             err_console.print(
                 f"{len(failed_cells)} of {len(sweep.manifest.cells)} runs did not finish; "
