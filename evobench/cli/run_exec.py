@@ -41,7 +41,7 @@ from .run_warmup import stop
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
-def _failed_text(failed: Counter[str]) -> str:
+def failed_text(failed: Counter[str]) -> str:
     """``failed N (error a, timeout b, ...)``: evaluations that did not score, by status."""
     n = sum(failed.values())
     detail = ", ".join(f"{k} {c}" for k, c in sorted(failed.items()))
@@ -263,7 +263,7 @@ def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | No
             f = train_fields()
             train = " ".join(f"{k} {x}" for k, x in f.items())
         progress.update(
-            task, advance=1, description=v.id, best=fmt(best[0], 6), failed=_failed_text(failed), train=train
+            task, advance=1, description=v.id, best=fmt(best[0], 6), failed=failed_text(failed), train=train
         )
 
     try:
@@ -312,7 +312,7 @@ def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | No
     i = out.info
     console.print(
         f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
-        f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}{key_note(v)}; results in {out.run_dir}"
+        f"{failed_text(failed)}, best {fmt(i.best_score, 6)}{key_note(v)}; results in {out.run_dir}"
     )
     headline = (i.agent_summary or {}).get("headline")
     if isinstance(headline, str) and headline:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -21,14 +22,14 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.envs.registry import Variant
-from harness.evaluation.result import EvalResult
+from harness.evaluation.result import EvalResult, Status
 from harness.runner.context import Evaluated
 from harness.runner.runner import drive, new_run_id, open_for_resume
 from harness.sandbox.base import Sandbox
 
 from .console import console, err_console, fmt
 from .failures import SignalInterrupt, stop_signals_interrupt, user_error
-from .run_exec import create_store, precheck, readd_finished
+from .run_exec import create_store, failed_text, precheck, readd_finished
 from .run_plan import PlanError, ReaddPlan, RunArgs, RunPlan, plan_run
 from .sweep_grid import Cell, SweepSpec
 from .sweep_manifest import CellRecord, SweepDir, remove_stillborn
@@ -257,13 +258,14 @@ class SweepRunner:
                 store, variant=plan.variant, agent=plan.agent, backend=lane,
                 leaderboard_dir=plan.leaderboard_dir, on_result=on_result,
             )  # fmt: skip
+            failed = Counter(str(r.status) for r in store.rows() if r.status is not Status.OK)
         finally:
             store.close()
         self.progress.update(self.task, advance=max(0, budget - seen[0]))  # a run that ended early
         i = out.info
         return (
             f"{i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
-            f"best {fmt(i.best_score, 6)} -> {out.run_dir}"
+            f"{failed_text(failed)}, best {fmt(i.best_score, 6)} -> {out.run_dir}"
         )
 
     def _stop(self) -> None:
