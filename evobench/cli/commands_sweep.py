@@ -103,4 +103,11 @@ def sweep(
         no_progress=no_progress,
         no_report=no_report,
     )
-    return start(opts)
+    try:
+        return start(opts)
+    except KeyboardInterrupt:  # before the runs started (planning, the workers' start): nothing half-done
+        where = resume or out
+        made = where is not None and where.exists()
+        tail = f"; finish it with: bench sweep --resume {where}" if made else ""
+        err_console.print(f"interrupted before the sweep's runs started{tail}")
+        return 130
