@@ -109,9 +109,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _keys_hint(loc: Sequence[Any], key: str) -> str:
+def _keys_hint(loc: Sequence[Any], key: str, known: Sequence[str] = ()) -> str:
     model: type[BaseModel] = AgentSpec if "agents" in [str(x) for x in loc] else SweepSpec
-    known = list(model.model_fields)
+    known = list(known or model.model_fields)
     close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
     return f"did you mean: {', '.join(close)}?" if close else f"known keys: {', '.join(known)}"
 
@@ -123,13 +123,17 @@ def _where(loc: Sequence[Any]) -> str:
     return out or "(top level)"
 
 
-def one_line(e: ValidationError, source: str) -> str:
-    """The first problem of a grid's validation as ``SOURCE: where: what`` (with key suggestions)."""
+def one_line(e: ValidationError, source: str, at: Sequence[Any] = (), known: Sequence[str] = ()) -> str:
+    """The first problem of a validation as ``SOURCE: where: what`` (with key suggestions).
+
+    ``at``: where the validated object sits in the grid; ``known``: its keys (default: the grid's).
+    """
     err = e.errors()[0]
-    loc = err["loc"]
+    loc = (*at, *err["loc"])
     more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
     if err["type"] == "extra_forbidden":
-        return f"{source}: unknown key {_where(loc)}; {_keys_hint(loc[:-1], str(loc[-1]))}{more}"
+        hint = _keys_hint(loc[:-1], str(loc[-1]), known)
+        return f"{source}: unknown key {_where(loc)}; {hint}{more}"
     msg = str(err["msg"]).removeprefix("Value error, ")
     return f"{source}: {_where(loc)}: {msg}{more}"
 
@@ -269,10 +273,11 @@ def agent_uses(agent: str, field: str) -> bool:
 
 
 def check_ids(spec: SweepSpec, source: str) -> None:
-    """Every agent and variant id of the grid is known (else the ``bench run`` suggestions, located).
+    """Every agent and variant id of the grid is known, and every agent entry's configuration valid.
 
     Raises:
-        GridError: At the first unknown id, e.g. ``sweep.toml: agents[1].agent: unknown agent ...``.
+        GridError: At the first unknown id (``sweep.toml: agents[1].agent: unknown agent ...``,
+            with ``bench run``'s suggestions) or invalid configuration (``agents[0].config.islandz``).
     """
     from agents.registry import get_agent_class
     from harness.envs.registry import UnknownIdError, default_registry
@@ -288,3 +293,14 @@ def check_ids(spec: SweepSpec, source: str) -> None:
             reg.get(env)
     except UnknownIdError as e:
         raise GridError(f"{source}: {where}: {e}") from None
+    for i, a in enumerate(spec.agents):
+        cls = get_agent_class(a.agent)
+        try:
+            cls.Config.model_validate(a.overrides())
+        except ValidationError as e:
+            at = (
+                ("agents", i)
+                if e.errors()[0]["loc"] and e.errors()[0]["loc"][0] in MODEL_FIELDS
+                else ("agents", i, "config")
+            )
+            raise GridError(one_line(e, source, at, list(cls.Config.model_fields))) from None

@@ -124,6 +124,14 @@ def test_toml_errors_are_one_line_with_suggestions(tmp_path: Path) -> None:
     assert _error(tmp_path, GOOD + '[[agents]]\nagent = "random-search"\n') == (
         "agents[1] repeats agents[0] (same agent and configuration)"
     )
+    pace = '[[agents]]\nagent = "pacevolve"\nconfig = {islandz = 2}\n'
+    assert _error(tmp_path, GOOD + pace) == "unknown key agents[1].config.islandz; did you mean: islands?"
+    assert _error(tmp_path, GOOD + pace.replace("islandz = 2", 'islands = "many"')).startswith(
+        "agents[1].config.islands: Input should be a valid integer"
+    )
+    assert _error(tmp_path, TOP + AGENT + 'model = "m"\n').startswith(  # an entry's model is strict
+        "unknown key agents[0].model; known keys: batch_size, "
+    )
     assert "not valid TOML" in _error(tmp_path, TOP + "seeds = \n")
     assert _error(tmp_path, 'seeds = [1]\n[[agents]]\nagent = "random-search"\n').startswith("no variants")
 
