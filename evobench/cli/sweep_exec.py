@@ -146,9 +146,17 @@ def plan_cell(sweep: SweepDir, rec: CellRecord) -> Plan:
     return plan_run(cell_args(rec.cell, sweep.manifest.spec, sweep.results_dir, sweep.leaderboard_dir))
 
 
+def runs_alone(agent: object) -> bool:
+    """Whether an agent (or agent class) must run alone: it owns a trainable policy (``plan_gpu_memory``).
+
+    Such agents seed torch's process-wide generator and plan the GPU's memory for themselves.
+    """
+    return callable(getattr(agent, "plan_gpu_memory", None))
+
+
 def exclusive(plan: Plan) -> bool:
-    """Whether the plan's agent must run alone (it owns a policy: process-wide RNG and GPU plan)."""
-    return isinstance(plan, RunPlan) and callable(getattr(plan.agent, "plan_gpu_memory", None))
+    """Whether the plan's run must run alone (:func:`runs_alone`; a finished run never must)."""
+    return isinstance(plan, RunPlan) and runs_alone(plan.agent)
 
 
 @dataclass

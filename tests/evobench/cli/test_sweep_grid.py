@@ -193,3 +193,11 @@ def test_only_a_run_directory_killed_while_being_made_is_removed(tmp_path: Path)
     (started / "run.json").write_text("{}")
     remove_stillborn(started)
     assert started.exists() and not stillborn(started)
+
+
+def test_the_agents_that_own_a_policy_run_alone() -> None:
+    from agents.registry import AGENTS
+    from evobench.cli.sweep_exec import runs_alone
+
+    alone = sorted(name for name, cls in AGENTS.items() if runs_alone(cls))
+    assert alone == ["maxk", "pacevolve++", "thetaevolve", "ttt-discover"]  # as docs/sweep.md lists them
