@@ -61,8 +61,8 @@ def sweep(
         backend: Where every evaluation runs (default local).
         workers: Parallel evaluations of each run (default 0: as ``bench run``).
         mode: ``warm`` (default) or ``cold`` sandboxes.
-        concurrency: Evaluations in flight over the whole grid, and runs at once (default 0: as
-            many as one run's workers; on Modal, that many sandboxes at most).
+        concurrency: Evaluations in flight over the whole grid, twice as many runs at once
+            (default 0: as many as one run's workers; on Modal, that many sandboxes at most).
         out: Directory of a new sweep (default ``sweeps/sweep-<UTC time>``).
         results_dir: Where the run directories go (default ``<sweep>/runs``).
         leaderboard_dir: Where the runs' leaderboard rows go (default ``<sweep>/leaderboards``).

@@ -35,6 +35,9 @@ from .sweep_exec import (
 from .sweep_grid import GridError, agent_uses, build_spec, check_ids, expand, load_toml
 from .sweep_manifest import CellRecord, Manifest, SweepDir, SweepError
 
+RUNS_PER_SLOT = 2
+"""Runs at once per evaluation slot (``--concurrency``)."""
+
 
 @dataclass(frozen=True)
 class SweepOptions:
@@ -208,7 +211,8 @@ def start(o: SweepOptions, *, modal_client: Any = None) -> int:
                 return EXIT_USAGE
             runner = SweepRunner(sweep, plans, backend, no_progress=o.no_progress)
             try:
-                code = runner.run(runs_at_once=int(getattr(backend, "workers", 1)))
+                # twice the evaluation slots: while one run's agent thinks, another's candidates run
+                code = runner.run(runs_at_once=RUNS_PER_SLOT * int(getattr(backend, "workers", 1)))
             except BaseException:
                 stop(backend)
                 raise

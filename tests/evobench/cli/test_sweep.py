@@ -68,9 +68,13 @@ def test_sweep_survives_kill_9_and_resumes_to_exactly_the_grid(tmp_path: Path) -
         assert before["run_id"] in (None, after["run_id"])
     runs = sorted(p.name for p in (sweep / "runs").iterdir())
     assert runs == sorted(c["run_id"] for c in cells)
+    spans = []
     for run in runs:
         info = json.loads((sweep / "runs" / run / "run.json").read_text())
         assert info["status"] == "finished" and info["n_evaluations"] == 2
+        spans.append((info["started_at"], info["ended_at"]))
+    # runs overlapped in time (two at a time over --concurrency 1: one sandbox worker for the grid)
+    assert any(a0 < b1 and b0 < a1 for i, (a0, a1) in enumerate(spans) for b0, b1 in spans[i + 1 :])
     rows = pd.concat([pd.read_parquet(p) for p in (sweep / "leaderboards").glob("*.parquet")])
     assert len(rows) == 12 and sorted(rows["run_id"]) == runs
     grid = {
