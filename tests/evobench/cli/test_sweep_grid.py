@@ -1,9 +1,11 @@
-"""``bench sweep``'s grid (expansion, seeds, TOML and flag errors) and manifest; nothing is run."""
+"""``bench sweep``'s grid (expansion, seeds, TOML and flag errors), manifest and lanes; no run is started."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +20,10 @@ from evobench.cli.sweep_grid import (
     load_toml,
     parse_seeds,
 )
+
+if TYPE_CHECKING:
+    from harness.sandbox.local import LocalBackend
+
 from evobench.cli.sweep_manifest import (
     MANIFEST,
     CellRecord,
@@ -201,3 +207,25 @@ def test_the_agents_that_own_a_policy_run_alone() -> None:
 
     alone = sorted(name for name, cls in AGENTS.items() if runs_alone(cls))
     assert alone == ["maxk", "pacevolve++", "thetaevolve", "ttt-discover"]  # as docs/sweep.md lists them
+
+
+def test_a_stopped_lane_fails_its_pending_evaluation_and_leaves_the_shared_backend_open(
+    local_warm_backend: LocalBackend,
+) -> None:
+    from evobench.cli.sweep_exec import Lane, SweepStopped
+    from harness.envs.registry import default_registry
+    from harness.evaluation.result import Status
+
+    v = default_registry().get("selftest-tiny")
+    slow = "import time\n\n\ndef probe():\n    time.sleep(0.5)\n    return {'answer': 42.0}\n"
+    stopping = threading.Event()
+    lane = Lane(local_warm_backend, 1, stopping)
+    pending = lane.submit(v, slow)
+    stopping.set()  # what Ctrl-C or SIGTERM does to every run of the sweep
+    lane.stop()
+    with pytest.raises(SweepStopped):  # raised in the run's thread: the run records itself interrupted
+        pending.result(timeout=5)
+    with pytest.raises(SweepStopped):
+        lane.submit(v, v.initial_program)
+    lane.close()  # a run's end closes nothing: the sweep owns the backend
+    assert Lane(local_warm_backend, 1, threading.Event()).evaluate(v, v.initial_program).status is Status.OK
