@@ -20,7 +20,7 @@ from harness.envs.registry import default_registry
 from tests.harness.sandbox.docker_support import docker_client_or_skip, require_image
 from tests.harness.sandbox.modal_fake import FakeModalClient
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.run]  # it drives runs (through sweep_start.start)
 
 
 def test_modal_sweep_evaluates_every_run_in_modal_sandboxes_within_the_concurrency(
