@@ -54,7 +54,7 @@ def test_modal_sweep_evaluates_every_run_in_modal_sandboxes_within_the_concurren
     assert [c["state"] for c in cells] == ["finished"] * 2
     for c in cells:
         rows = pd.read_parquet(tmp_path / "sw" / "runs" / c["run_id"] / "candidates.parquet")
-        assert len(rows) == 2 and set(rows["backend"]) == {"modal"}
+        assert len(rows) == 2 and set(rows["backend"]) == {"modal"} and set(rows["status"]) == {"ok"}
         assert (
             json.loads((tmp_path / "sw" / "runs" / c["run_id"] / "run.json").read_text())["backend"]
             == "modal"
