@@ -47,7 +47,7 @@ _SANDBOX_NAMES = re.compile(
     r"|local_warm_backend|local_cold_backend|local_backend)\b"
     r"|[\[(,]\s*[\"']eval[\"']"  # `bench eval ...` through main([...]) or a subprocess
 )
-_RUN_NAMES = re.compile(r"\b(drive|run_agent|bench_run)\b|[\[(,]\s*[\"']run[\"']\s*,")
+_RUN_NAMES = re.compile(r"\b(drive|run_agent|bench_run)\b|[\[(,]\s*[\"'](run|sweep)[\"']\s*,")
 TIER_ENV = "EVOBENCH_TEST_TIER"
 
 
@@ -252,7 +252,7 @@ def _guarded_popen_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw
     prog = Path(argv[0]).name if argv else ""
     cli = prog == "bench" or any(a.startswith(("harness.cli", "evobench.cli")) for a in argv[1:3])
     words = [a for a in argv[1:] if not a.startswith("-")]
-    if cli and "run" in words[:2]:
+    if cli and ("run" in words[:2] or "sweep" in words[:2]):
         raise _violation("run", f"`{' '.join(argv[:3])} ...` started an agent run")
     if cli and "eval" in words[:2]:
         raise _violation("sandbox", f"`{' '.join(argv[:3])} ...` started a sandbox")

@@ -23,6 +23,7 @@ from . import (
     commands_reference,
     commands_repair,
     commands_run,
+    commands_sweep,
 )
 
 EXIT_USAGE = 2
@@ -32,6 +33,7 @@ COMMANDS: dict[str, Any] = {
     "agents": commands_info.agents,
     "eval": commands_run.eval_program,
     "run": commands_run.run,
+    "sweep": commands_sweep.sweep,
     "leaderboard": commands_info.leaderboard,
     "data": commands_info.data,
     "images": commands_images.images,

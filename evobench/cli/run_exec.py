@@ -41,7 +41,7 @@ from .run_warmup import stop
 EXIT_CANDIDATE, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
-def _failed_text(failed: Counter[str]) -> str:
+def failed_text(failed: Counter[str]) -> str:
     """``failed N (error a, timeout b, ...)``: evaluations that did not score, by status."""
     n = sum(failed.values())
     detail = ", ".join(f"{k} {c}" for k, c in sorted(failed.items()))
@@ -122,6 +122,33 @@ def evaluate_file(program: Path, env: str, backend: BackendName, mode: Mode, jso
     return EXIT_INFRA if r.status is Status.INFRA_ERROR else EXIT_CANDIDATE
 
 
+def create_store(plan: RunPlan, *, command: list[str] | None = None, run_id: str | None = None) -> RunStore:
+    """Create the run directory of a new run's plan (locked, writable).
+
+    Args:
+        plan: A new run's plan (``resume`` None).
+        command: The command recorded in ``run.json`` (default: this process's ``bench`` command).
+        run_id: The run's id chosen beforehand (default: a new one).
+
+    Raises:
+        OSError: If the directory cannot be made.
+        RunStoreError: If a directory of that run id exists already.
+    """
+    return create_run(
+        results_dir=plan.results_dir,
+        variant=plan.variant,
+        agent=plan.agent,
+        seed=plan.seed,
+        budget=plan.budget,
+        backend=plan.backend,
+        workers=plan.workers,
+        command=command or ["bench", *sys.argv[1:]],
+        mode=plan.mode,
+        leaderboard_dir=plan.leaderboard_dir,
+        run_id=run_id,
+    )
+
+
 def _open_store(plan: RunPlan | ReaddPlan) -> RunStore | int:
     """The run's store (created, or locked for resuming), or the exit code of why it cannot be."""
     resume = plan.run_dir if isinstance(plan, ReaddPlan) else plan.resume
@@ -133,18 +160,7 @@ def _open_store(plan: RunPlan | ReaddPlan) -> RunStore | int:
             return EXIT_USAGE
     assert isinstance(plan, RunPlan)
     try:
-        return create_run(
-            results_dir=plan.results_dir,
-            variant=plan.variant,
-            agent=plan.agent,
-            seed=plan.seed,
-            budget=plan.budget,
-            backend=plan.backend,
-            workers=plan.workers,
-            command=["bench", *sys.argv[1:]],
-            mode=plan.mode,
-            leaderboard_dir=plan.leaderboard_dir,
-        )
+        return create_store(plan)
     except OSError as e:
         err_console.print(f"bench: error: {user_error(e)}")
         return EXIT_INFRA
@@ -172,13 +188,16 @@ def execute(plan: RunPlan | ReaddPlan, *, no_progress: bool = False, backend: Sa
             stop(backend)
 
 
-def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | None) -> int:
+def precheck(plan: RunPlan | ReaddPlan) -> tuple[str, int] | None:
+    """What stops a plan before its run directory exists: (message, exit code); None if nothing.
+
+    The variant family's own code must import, and the output directories must be writable.
+    """
     if plan.variant.mutations_ref:  # the family's own code, checked before a run directory exists
         try:
             plan.variant.load_attr(plan.variant.mutations_ref)
         except EnvironmentImportError as e:
-            err_console.print(f"bench: error: {e}")
-            return EXIT_INFRA
+            return str(e), EXIT_INFRA
     if isinstance(plan, RunPlan):  # before a run directory exists or anything is evaluated
         new = plan.resume is None
         out_dirs = [(plan.results_dir, "--results-dir")] if new else []
@@ -186,14 +205,21 @@ def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | No
         for directory, flag in [*out_dirs, (plan.leaderboard_dir, lb_flag)]:
             problem = unwritable(directory, flag)
             if problem:
-                err_console.print(f"bench: error: {problem}")
-                return EXIT_USAGE
+                return problem, EXIT_USAGE
+    return None
+
+
+def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | None) -> int:
+    stopped = precheck(plan)
+    if stopped is not None:
+        err_console.print(f"bench: error: {stopped[0]}")
+        return stopped[1]
     opened = _open_store(plan)
     if isinstance(opened, int):
         return opened
     store = opened
     if isinstance(plan, ReaddPlan) or store.info.status == "finished":
-        return _readd(store, plan.variant)
+        return readd_finished(store, plan.variant)
     v, ag, workers, leaderboard_dir = plan.variant, plan.agent, plan.workers, plan.leaderboard_dir
     total = plan.budget.max_evaluations
     console.print(
@@ -237,7 +263,7 @@ def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | No
             f = train_fields()
             train = " ".join(f"{k} {x}" for k, x in f.items())
         progress.update(
-            task, advance=1, description=v.id, best=fmt(best[0], 6), failed=_failed_text(failed), train=train
+            task, advance=1, description=v.id, best=fmt(best[0], 6), failed=failed_text(failed), train=train
         )
 
     try:
@@ -286,7 +312,7 @@ def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | No
     i = out.info
     console.print(
         f"{i.status}: {i.n_evaluations} evaluations ({out.evaluated} now, {out.replayed} replayed), "
-        f"{_failed_text(failed)}, best {fmt(i.best_score, 6)}{key_note(v)}; results in {out.run_dir}"
+        f"{failed_text(failed)}, best {fmt(i.best_score, 6)}{key_note(v)}; results in {out.run_dir}"
     )
     headline = (i.agent_summary or {}).get("headline")
     if isinstance(headline, str) and headline:
@@ -294,8 +320,14 @@ def _execute(plan: RunPlan | ReaddPlan, no_progress: bool, started: Sandbox | No
     return 0
 
 
-def _readd(store: RunStore, v: Variant) -> int:
-    """``--resume`` of a finished run: rebuild a damaged snapshot, re-add a missing leaderboard row."""
+def readd_finished(store: RunStore, v: Variant) -> int:
+    """``--resume`` of a finished run: rebuild a damaged snapshot, re-add a missing leaderboard row.
+
+    The store is closed afterwards.
+
+    Returns:
+        0 done, 3 (infra) if the snapshot or the row could not be restored (the message printed).
+    """
     from harness.runner.repair import repair_run
 
     try:

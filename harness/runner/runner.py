@@ -91,15 +91,19 @@ def create_run(
     command: list[str] | None = None,
     mode: Literal["warm", "cold"] = "warm",
     leaderboard_dir: Path | None = None,
+    run_id: str | None = None,
 ) -> RunStore:
     """Create the run directory with a frozen ``run.json`` (config, env, provenance).
 
     The backend, workers, sandbox mode and leaderboards directory are recorded so that
     ``--resume`` continues the run where it belongs, whatever the resuming shell's defaults.
+    ``run_id``: the id chosen beforehand (``bench sweep`` records it before the directory exists,
+    so that a sweep killed in between never starts a second run of the cell); None: a new one.
 
     Raises:
         ValueError: If ``variant`` is a validation subset (``<id>~subset-...``): runs and
-            leaderboards use full evaluations only.
+            leaderboards use full evaluations only, or ``run_id`` is not a safe directory name.
+        RunStoreError: If the run directory already exists.
     """
     if variant.derived_from is not None:
         raise ValueError(
@@ -109,7 +113,7 @@ def create_run(
     commit, dirty = git_state()
     host = host_info()
     info = RunInfo(
-        run_id=new_run_id(variant, agent.name, seed),
+        run_id=run_id or new_run_id(variant, agent.name, seed),
         env_id=variant.id,
         family=variant.family,
         variant=variant.id,

@@ -130,8 +130,8 @@ class _Reg:
 
 
 def test_failure_counts_text() -> None:
-    assert run_exec._failed_text(Counter()) == "failed 0"
-    assert run_exec._failed_text(Counter({"timeout": 1, "error": 2})) == "failed 3 (error 2, timeout 1)"
+    assert run_exec.failed_text(Counter()) == "failed 0"
+    assert run_exec.failed_text(Counter({"timeout": 1, "error": 2})) == "failed 3 (error 2, timeout 1)"
 
 
 def test_results_and_leaderboards_are_not_tracked() -> None:
