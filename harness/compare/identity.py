@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by the functions on frames: the record ones stay light
+    import pandas as pd
 
 CFG_HASH_LEN = 6
 """Hex digits of the configuration hash shown in labels (prefixes of it are accepted)."""
@@ -55,7 +56,13 @@ def cfg_hash(config: dict[str, Any], models: dict[str, Any], budget: dict[str, A
     return hashlib.sha256(canon.encode()).hexdigest()[:CFG_HASH_LEN]
 
 
-def effective(row: pd.Series | dict[str, Any]) -> dict[str, Any]:
+def identity_of(row: Mapping[str, Any]) -> str:
+    """The ``<agent>@<cfg>`` identity of one leaderboard record (a row as a mapping)."""
+    parts = (_parse(row.get(c)) for c in ("agent_config_json", "models_json", "budget_json"))
+    return f"{row['agent']}@{cfg_hash(*parts)}"
+
+
+def effective(row: pd.Series | Mapping[str, Any]) -> dict[str, Any]:
     """The flat effective configuration of a leaderboard row: ``config.*``, ``models.*``, ``budget.*``."""
     out: dict[str, Any] = {}
     for part in ("config", "models", "budget"):
@@ -70,6 +77,8 @@ def with_identity(lb: pd.DataFrame) -> pd.DataFrame:
     Rows written before budgets were recorded (no ``budget_json``) hash an empty budget, so they
     form their own identity rather than joining a run whose budget is known.
     """
+    import pandas as pd
+
     df = lb.copy()
     if df.empty:
         df[IDENTITY_COLUMN] = pd.Series(dtype=object)
@@ -90,6 +99,8 @@ def devices(lb: pd.DataFrame) -> pd.Series:
     (``cpu``) name no CPU model, so they group with rows that recorded nothing (files from before
     the column, families that time nothing on a chosen device).
     """
+    import pandas as pd
+
     if DEVICE_COLUMN not in lb:
         return pd.Series("", index=lb.index, dtype=object)
     return lb[DEVICE_COLUMN].map(lambda d: d if isinstance(d, str) and d != "cpu" else "").astype(object)
