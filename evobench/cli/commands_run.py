@@ -59,6 +59,7 @@ def run(
     leaderboard_dir: Path = Path("leaderboards"),
     resume: Path | None = None,
     no_progress: bool = False,
+    label: str | None = None,
 ) -> int:
     """Run an agent on an environment variant, recording every candidate; or resume a killed run.
 
@@ -89,6 +90,9 @@ def run(
             conflict); ``--mode`` and ``--results-dir`` are ignored with a warning. A finished
             run with a damaged ``candidates.parquet`` is rebuilt from its journal (as ``bench repair``).
         no_progress: Disable the progress bar.
+        label: A name for the run's identity in tables, plots and reports (letters, digits,
+            ``_ . + -``), instead of the computed ``agent[setting=value]``; identities given the
+            same label are told apart by their ``@cfg`` hash.
     """
     # The docstring above is `bench run --help`. The sandbox workers start first (their warm-up
     # overlaps the imports and checks below); the options become a checked plan, which `execute`
@@ -106,7 +110,7 @@ def run(
             max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd,
             agent_config=agent_config, model=model, advisor_model=advisor_model,
             implementer_model=implementer_model, mode=mode,
-            results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume,
+            results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume, label=label,
         )  # fmt: skip
         try:
             plan = plan_run(args)

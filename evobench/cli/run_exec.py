@@ -144,6 +144,7 @@ def _open_store(plan: RunPlan | ReaddPlan) -> RunStore | int:
             command=["bench", *sys.argv[1:]],
             mode=plan.mode,
             leaderboard_dir=plan.leaderboard_dir,
+            label=plan.label,
         )
     except OSError as e:
         err_console.print(f"bench: error: {user_error(e)}")

@@ -204,6 +204,7 @@ def build_leaderboard_row(
         agent_config_json=json.dumps(info.agent_config, sort_keys=True),
         models_json=json.dumps(info.models, sort_keys=True),
         budget_json=json.dumps(info.budget, sort_keys=True),
+        label=info.label,
         seed=info.seed,
         best_score=best,
         n_evaluations=len(rows),

@@ -91,11 +91,13 @@ def create_run(
     command: list[str] | None = None,
     mode: Literal["warm", "cold"] = "warm",
     leaderboard_dir: Path | None = None,
+    label: str | None = None,
 ) -> RunStore:
     """Create the run directory with a frozen ``run.json`` (config, env, provenance).
 
     The backend, workers, sandbox mode and leaderboards directory are recorded so that
     ``--resume`` continues the run where it belongs, whatever the resuming shell's defaults.
+    ``label``: the user's name for the run's identity (``RunInfo.label``).
 
     Raises:
         ValueError: If ``variant`` is a validation subset (``<id>~subset-...``): runs and
@@ -121,6 +123,7 @@ def create_run(
         models=agent.models(),
         seed=seed,
         budget=budget.model_dump(mode="json"),
+        label=label,
         backend=backend,
         workers=workers,
         mode=mode,

@@ -230,6 +230,8 @@ def test_build_leaderboard_row(
     assert row.cost_usd == pytest.approx(0.3)
     assert row.finished_at == info.ended_at and row.models_json == '{"mutator": "m"}'
     assert row.budget_json == '{"max_evaluations": 5}'  # part of the run identity
+    assert row.label is None
+    assert build_leaderboard_row(info.model_copy(update={"label": "mine"}), rows, variant).label == "mine"
     failed = build_leaderboard_row(info, rows[2:4], variant)
     assert failed.best_score is None and failed.progress == 0.0
     with pytest.raises(ValueError, match="not eplb-tiny@other"):
