@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .identity import effective, identity_of
+from .cfg import effective, identity_of
 
 MAX_KEYS = 3
 """Differing settings named in a label; further ones are counted (``+2``)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.compare.identity import IDENTITY_COLUMN, with_identity
 from harness.compare.paired import compare
-from harness.compare.select import agent_curves, variant_runs
+from harness.compare.select import agent_curves, identity_units, variant_runs
 from harness.envs.registry import Variant
 from harness.results.leaderboard import load_leaderboard, summarize
 
@@ -46,9 +46,11 @@ def build_variant_report(
     lb = lb[lb["variant"] == variant.id]
     if lb.empty:
         raise ValueError(f"no finished runs of {variant.id} in {leaderboard_dir}")
-    # every identity (agent, configuration, models, budget) is its own unit; nothing is pooled
-    agents = tuple(sorted(set(lb[IDENTITY_COLUMN].astype(str))))
-    units = {a: (a,) for a in agents}
+    # every identity (agent, configuration, models, budget) is its own unit, named by what differs
+    # (harness.compare.labels); nothing is pooled
+    units = identity_units(lb)
+    agents = tuple(units)
+    label_of = {ident: label for label, (ident,) in units.items()}
     common: dict[str, Any] = dict(
         variant=variant.id,
         current_hash=variant.hash,
@@ -60,6 +62,7 @@ def build_variant_report(
     curves, notes, bounds = agent_curves(lb, units=units, progress=variant.progress, **common)
     sections: list[tuple[str, str]] = []
     s = summarize(lb if all_versions else lb[lb["env_hash"] == lb["env_hash"].mode().iloc[0]], variant.id)
+    s["identity"] = s["identity"].map(label_of)
     sections.append(("Leaderboard", page.table(list(s.columns), s.itertuples(index=False))))
     if len(agents) >= 2:
         vr = variant_runs(lb, progress=variant.progress, units=units, **common)
@@ -126,7 +129,9 @@ def build_variant_report(
             figs or "<p>No candidates to plot.</p>",
         )
     )
-    runs = lb.sort_values([IDENTITY_COLUMN, "seed"])[
+    runs = lb.assign(**{IDENTITY_COLUMN: lb[IDENTITY_COLUMN].map(label_of)}).sort_values(
+        [IDENTITY_COLUMN, "seed"]
+    )[
         [
             "run_id",
             IDENTITY_COLUMN,

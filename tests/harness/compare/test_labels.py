@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.compare.identity import identity_of
+from harness.compare.identity import IDENTITY_COLUMN, identity_of, resolve, with_identity
 from harness.compare.labels import (
     MAX_KEYS,
     ShownIdentity,
@@ -16,6 +18,8 @@ from harness.compare.labels import (
     record_labels,
     shown_from_records,
 )
+from harness.compare.select import agent_curves
+from harness.results.leaderboard import load_leaderboard
 
 
 def _row(agent: str, config: dict | None = None, budget: dict | None = None, **extra: object) -> dict:
@@ -111,3 +115,62 @@ def test_check_label_refuses_what_would_not_read_or_parse(bad: str) -> None:
     with pytest.raises(ValueError, match="--label"):
         check_label(bad)
     assert check_label("pace-islands2.v1") == "pace-islands2.v1"
+
+
+# -- the printers: compare's units and the plots' curves are named by these labels -------------------
+
+
+def _budgets(store: Any, label: str | None = None) -> tuple[Any, dict[str, str]]:
+    """pacevolve at budgets 20 and 50 (the 50 one labelled ``label``) and random-search, 2 seeds each.
+
+    Returns:
+        The leaderboard with identities, and run-id prefix -> identity.
+    """
+    for s in range(2):
+        store.run(run_id=f"p20-{s}", agent="pacevolve", seed=s, scores=[1.0], budget={"max_evaluations": 20})
+        store.run(
+            run_id=f"p50-{s}",
+            agent="pacevolve",
+            seed=s,
+            scores=[2.0],
+            budget={"max_evaluations": 50},
+            label=label,
+        )
+        store.run(run_id=f"r-{s}", agent="random-search", seed=s, scores=[1.5])
+    lb = with_identity(load_leaderboard(store.leaderboards, "toy"))
+    return lb, {p: lb.loc[lb["run_id"] == f"{p}-0", IDENTITY_COLUMN].iloc[0] for p in ("p20", "p50", "r")}
+
+
+def _curve_names(lb: Any, results: Path) -> list[str]:
+    curves, _, _ = agent_curves(
+        lb, variant="toy", current_hash="h1", maximize=True, units=None, results_dir=results
+    )
+    return sorted(curves)
+
+
+def test_compare_units_and_plot_curves_are_named_by_what_differs(store: Any) -> None:
+    lb, ident = _budgets(store)
+    sel = resolve((ident["p20"], ident["p50"], "random-search"), lb)
+    assert sel.units == {
+        "pacevolve[budget=20]": (ident["p20"],),
+        "pacevolve[budget=50]": (ident["p50"],),
+        "random-search": (ident["r"],),
+    }
+    assert list(resolve(("pacevolve", "random-search"), lb, pool=True).units) == [
+        "pacevolve",
+        "random-search",
+    ]
+    assert list(resolve((f"{ident['p20']}=small", "random-search"), lb).units) == ["small", "random-search"]
+    # the view decides: one pacevolve identity compared alone is just "pacevolve"
+    assert list(resolve((ident["p50"], "random-search"), lb).units) == ["pacevolve", "random-search"]
+    assert _curve_names(lb, store.results) == [
+        "pacevolve[budget=20]",
+        "pacevolve[budget=50]",
+        "random-search",
+    ]
+
+
+def test_a_run_label_names_its_identity_in_compare_and_plots(store: Any) -> None:
+    lb, ident = _budgets(store, label="long-run")
+    assert list(resolve((ident["p20"], ident["p50"]), lb).units) == ["pacevolve", "long-run"]
+    assert _curve_names(lb, store.results) == ["long-run", "pacevolve", "random-search"]
