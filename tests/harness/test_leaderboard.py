@@ -20,6 +20,7 @@ from harness.results.leaderboard import (
     summarize,
 )
 from harness.results.records import CandidateRow, LeaderboardRow, RunInfo
+from harness.results.summary import read_records, summarize_records
 
 
 def lb_row(
@@ -144,6 +145,9 @@ def test_summarize_hand_computed(tmp_path: Path) -> None:
 
     only = summarize(load_leaderboard(tmp_path, "eplb"), variant="eplb-large")
     assert only["variant"].tolist() == ["eplb-large"] and only["best"].iloc[0] == 7.0
+    # bench leaderboard's path: the same summary from pyarrow records, no frame
+    light = summarize_records(read_records(tmp_path, "eplb"))
+    assert pd.DataFrame(light, columns=list(SUMMARY_COLUMNS)).equals(s)
 
 
 def test_summarize_minimize_picks_smaller_best() -> None:
