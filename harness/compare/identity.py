@@ -116,13 +116,21 @@ def describe(df: pd.DataFrame, identities: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _labelled(df: pd.DataFrame, label: str) -> list[str]:
+    """The identities whose runs were given ``label`` (``bench run --label``), sorted."""
+    if "label" not in df or not label:
+        return []
+    return sorted(set(df.loc[df["label"] == label, IDENTITY_COLUMN].astype(str)))
+
+
 def resolve(
     specs: Iterable[str], df: pd.DataFrame, *, known_agents: Iterable[str] = (), pool: bool = False
 ) -> Selection:
     """Map ``--agents`` entries to identities present in ``df``.
 
     An entry is an agent name (``pacevolve``: its one identity, or all of them with ``pool``), an
-    identity (``pacevolve@3fa2c1``, any unique hash prefix), or either followed by ``=LABEL`` to
+    identity (``pacevolve@3fa2c1``, any unique hash prefix), a run's ``--label`` (the identities
+    whose runs carry it; an agent of that name wins), or any of these followed by ``=LABEL`` to
     name the unit in the output. A unit of one identity without ``=LABEL`` is named by
     :func:`~.labels.identity_labels` over the selected identities (``pacevolve[budget=20]``, or the
     run's ``--label``); a pooled unit by its agent name.
@@ -149,7 +157,14 @@ def resolve(
     for spec in specs:
         ref, _, label = spec.partition("=")
         name, _, prefix = ref.partition("@")
-        if name not in agents_here:
+        if name not in agents_here and (mine := _labelled(df, ref)):  # a run's --label names its identity
+            if len(mine) > 1 and not pool:
+                raise AmbiguousAgentError(
+                    f"the label {ref!r} was given to {len(mine)} identities ({', '.join(mine)}): "
+                    f"name one (e.g. --agents {mine[0]}) or pass --pool to pool them"
+                )
+            label = label or ref
+        elif name not in agents_here:
             known = set(known_agents)
             if name in known:  # a real agent without runs: point at the ones that have runs
                 close = difflib.get_close_matches(ref, agents_here, n=3, cutoff=0.0)
@@ -161,16 +176,19 @@ def resolve(
             raise UnknownAgentError(
                 f"{ref!r} {what}{hint} (agents with runs: {', '.join(agents_here) or 'none'})"
             )
-        mine = [p for p in present if p.split("@", 1)[0] == name and p.split("@", 1)[1].startswith(prefix)]
-        if not mine:
-            theirs = ", ".join(p for p in present if p.startswith(name + "@"))
-            raise UnknownAgentError(f"no identity {ref!r}; {name} has: {theirs}")
-        if len(mine) > 1 and (prefix or not pool):
-            detail = "; ".join(f"{i} ({d})" for i, d in describe(df, mine).items())
-            raise AmbiguousAgentError(
-                f"{ref!r} covers {len(mine)} identities (configuration, models or budget differ): {detail}. "
-                f"Name one (e.g. --agents {mine[0]}) or pass --pool to pool them"
-            )
+        else:
+            mine = [
+                p for p in present if p.split("@", 1)[0] == name and p.split("@", 1)[1].startswith(prefix)
+            ]
+            if not mine:
+                theirs = ", ".join(p for p in present if p.startswith(name + "@"))
+                raise UnknownAgentError(f"no identity {ref!r}; {name} has: {theirs}")
+            if len(mine) > 1 and (prefix or not pool):
+                detail = "; ".join(f"{i} ({d})" for i, d in describe(df, mine).items())
+                raise AmbiguousAgentError(
+                    f"{ref!r} covers {len(mine)} identities (configuration, models or budget differ): "
+                    f"{detail}. Name one (e.g. --agents {mine[0]}) or pass --pool to pool them"
+                )
         for ident in mine:
             if ident in owner:
                 raise ValueError(

@@ -126,12 +126,14 @@ def made_run(tmp_path: Path) -> RunStore:
 
 
 def test_a_label_is_planned_recorded_in_run_json_and_kept_on_resume(tmp_path: Path) -> None:
-    plan = plan_run(RunArgs(agent="random-search", env="eplb-tiny", label="rs-baseline"))
+    from evobench.cli.run_exec import _open_store
+
+    plan = plan_run(
+        RunArgs(agent="random-search", env="eplb-tiny", label="rs-baseline", results_dir=tmp_path / "results")
+    )
     assert isinstance(plan, RunPlan) and plan.label == "rs-baseline"
-    store = create_run(
-        results_dir=tmp_path / "results", variant=plan.variant, agent=plan.agent, seed=0, budget=plan.budget,
-        backend="local", workers=1, label=plan.label,
-    )  # fmt: skip
+    store = _open_store(plan)  # what `bench run` creates from the plan
+    assert isinstance(store, RunStore)
     store.close()
     assert RunStore.open(store.run_dir, readonly=True).info.label == "rs-baseline"
     again = plan_run(RunArgs(resume=store.run_dir, label="rs-baseline"))  # the same label is no conflict

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.compare.identity import IDENTITY_COLUMN, identity_of, resolve, with_identity
+from harness.compare.identity import IDENTITY_COLUMN, AmbiguousAgentError, identity_of, resolve, with_identity
 from harness.compare.labels import (
     MAX_KEYS,
     ShownIdentity,
@@ -174,3 +174,20 @@ def test_a_run_label_names_its_identity_in_compare_and_plots(store: Any) -> None
     lb, ident = _budgets(store, label="long-run")
     assert list(resolve((ident["p20"], ident["p50"]), lb).units) == ["pacevolve", "long-run"]
     assert _curve_names(lb, store.results) == ["long-run", "pacevolve", "random-search"]
+    # the label selects its identity in --agents
+    assert resolve(("long-run", "random-search"), lb).units == {
+        "long-run": (ident["p50"],),
+        "random-search": (ident["r"],),
+    }
+    store.run(
+        run_id="r-9",
+        agent="random-search",
+        seed=9,
+        scores=[1.0],
+        budget={"max_evaluations": 9},
+        label="long-run",
+    )
+    lb = with_identity(load_leaderboard(store.leaderboards, "toy"))
+    with pytest.raises(AmbiguousAgentError, match="given to 2 identities"):
+        resolve(("long-run", "pacevolve"), lb)
+    assert set(_curve_names(lb, store.results)) >= {f"long-run@{ident['p50'].split('@')[1]}"}  # told apart
