@@ -179,14 +179,8 @@ def test_a_run_label_names_its_identity_in_compare_and_plots(store: Any) -> None
         "long-run": (ident["p50"],),
         "random-search": (ident["r"],),
     }
-    store.run(
-        run_id="r-9",
-        agent="random-search",
-        seed=9,
-        scores=[1.0],
-        budget={"max_evaluations": 9},
-        label="long-run",
-    )
+    other: dict[str, Any] = {"agent": "random-search", "budget": {"max_evaluations": 9}}  # another identity
+    store.run(run_id="r-9", seed=9, scores=[1.0], label="long-run", **other)
     lb = with_identity(load_leaderboard(store.leaderboards, "toy"))
     with pytest.raises(AmbiguousAgentError, match="given to 2 identities"):
         resolve(("long-run", "pacevolve"), lb)
