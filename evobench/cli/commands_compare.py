@@ -84,7 +84,8 @@ def compare(
     Args:
         env: Variant id; repeat ``--env`` for several variants.
         agents: Two or more entries: ``AGENT`` (its one identity), ``AGENT@CFG`` (a hash prefix),
-            either with ``=LABEL`` to name it in the output.
+            a run's ``--label``, any with ``=LABEL`` to name it in the output (else identities are
+            named by what differs between them, e.g. ``pacevolve[budget=20]``).
         baseline: Compare each other entry with this one only (an ``--agents`` entry or its
             label): pairs (other, baseline), Holm over those tests; default: every pair.
         at_evaluations: Compare the best score after this many evaluations instead of at the end.

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 from rich.table import Table
+from rich.text import Text
 
 from harness.envs.data import ChecksumError, family_data_dir, fetch_source, missing_files, sha256_file
 from harness.envs.data_import import DataImportError, import_data
 from harness.envs.registry import default_registry
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 from .console import console, err_console, fmt
 
@@ -92,23 +91,38 @@ def agents() -> int:
     return 0
 
 
-def _one_key(df: pd.DataFrame, v: Any, key: str | None) -> tuple[pd.DataFrame, list[str]]:
+def _one_key(rows: list[dict[str, Any]], v: Any, key: str | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows of one held-out key (``key``, else this installation's where rows span several)."""
-    from harness.compare.select import UNRECORDED_KEY, key_labels
+    from harness.compare.cfg import UNRECORDED_KEY, heldout_key_of
     from harness.envs.draw_bounds import key_label
 
-    labels = key_labels(df)
+    keys = [heldout_key_of(r) for r in rows]
     if key is not None:
-        return df[labels == key], []
-    if "none" in set(labels):
-        labels = labels.replace(UNRECORDED_KEY, "none")
-    counts = labels.value_counts()
+        return [r for r, k in zip(rows, keys, strict=True) if k == key], []
+    if "none" in keys:  # the variant draws nothing from a key: older rows are on the same data
+        keys = ["none" if k == UNRECORDED_KEY else k for k in keys]
+    counts = Counter(keys)
     if len(counts) <= 1:
-        return df, []
+        return rows, []
     here = key_label(v) or "none"
-    others = ", ".join(f"{k} ({n} runs)" for k, n in counts.items() if k != here)
+    others = ", ".join(f"{k} ({n} runs)" for k, n in counts.most_common() if k != here)
     note = f"rows of other held-out keys not shown (never pooled): {others}; --key FP shows them"
-    return df[labels == here], [note]
+    return [r for r, k in zip(rows, keys, strict=True) if k == here], [note]
+
+
+def _export(summary: list[dict[str, Any]], format: str, title: str) -> str:
+    """The summary as Markdown, standalone HTML, CSV or JSON (pandas: loaded for exports only)."""
+    import pandas as pd
+
+    from harness.compare.tables import frame_html, frame_markdown
+
+    s = pd.DataFrame(summary)
+    return {
+        "md": lambda: frame_markdown(s),
+        "html": lambda: frame_html(s, f"evobench leaderboard: {title}"),
+        "csv": lambda: s.to_csv(index=False),
+        "json": lambda: s.to_json(orient="records", indent=2, double_precision=15) + "\n",
+    }[format]()
 
 
 def leaderboard(
@@ -122,25 +136,29 @@ def leaderboard(
 
     One row per run identity ``<agent>@<cfg>`` (agent, configuration, models, budget; see
     ``bench compare``), one run per seed (the newest): different configurations are never pooled.
+    Identities are named by what differs between those shown (``pacevolve[budget=20]``), or by
+    their runs' ``--label``; the ``cfg`` column holds the hash ``--agents`` accepts.
 
     Args:
         env: Variant id (e.g. ``eplb-tiny``).
         leaderboard_dir: Directory of ``<family>.parquet`` tables.
         all_versions: Pool rows made on older contents of the variant (different hash).
-        format: ``table`` (terminal) or an export format: Markdown, standalone HTML, CSV, JSON.
+        format: ``table`` (terminal) or an export format: Markdown, standalone HTML, CSV, JSON
+            (with a ``label`` column beside ``identity``).
         key: Show runs of this held-out key (fingerprint, ``public``, ``none``); default: this
             installation's key where the variant's rows span several (keys are never pooled).
     """
-    from harness.results.leaderboard import load_leaderboard, summarize
+    # Records read with pyarrow, no pandas: this command starts in well under 1 s of CPU (issue 36).
+    from harness.compare.labels import record_labels
+    from harness.results.summary import number, read_records, summarize_records
 
     v = default_registry().get(env)
-    df = load_leaderboard(leaderboard_dir, v.family)
-    df = df[df["variant"] == v.id]
-    stale = int((df["env_hash"] != v.hash).sum())
+    rows = [r for r in read_records(leaderboard_dir, v.family) if r.get("variant") == v.id]
+    stale = sum(r.get("env_hash") != v.hash for r in rows)
     if not all_versions:
-        df = df[df["env_hash"] == v.hash]
-    df, key_notes = _one_key(df, v, key)
-    if df.empty:
+        rows = [r for r in rows if r.get("env_hash") == v.hash]
+    rows, key_notes = _one_key(rows, v, key)
+    if not rows:
         for n in key_notes:
             console.print(f"[dim]{n}[/dim]")
         console.print(
@@ -148,33 +166,28 @@ def leaderboard(
             + (f" ({stale} rows from other contents; --all-versions shows them)" if stale else "")
         )
         return 0
-    s = summarize(df, v.id)
+    labels = record_labels(rows)
+    s = [{"label": labels[r["identity"]], **r} for r in summarize_records(rows, v.id)]
     if format != "table":
-        from harness.compare.tables import frame_html, frame_markdown
-
-        title = f"{v.id} v{v.version} ({v.hash})"
-        text = {
-            "md": lambda: frame_markdown(s),
-            "html": lambda: frame_html(s, f"evobench leaderboard: {title}"),
-            "csv": lambda: s.to_csv(index=False),
-            "json": lambda: s.to_json(orient="records", indent=2, double_precision=15) + "\n",
-        }[format]()
-        sys.stdout.write(text)
+        s = [{k: r[k] for k in ("variant", "identity", "label", *list(r)[3:])} for r in s]
+        sys.stdout.write(_export(s, format, f"{v.id} v{v.version} ({v.hash})"))
         return 0
     arrow = "higher ↑" if v.maximize else "lower ↓"
     t = Table(title=f"{v.id} v{v.version} ({v.hash}): score, {arrow} is better")
-    # labels may fold (every character stays, so pacevolve@… and pacevolve++@… stay distinct);
+    # labels may fold (every character stays, so pacevolve[…] and pacevolve++ stay distinct);
     # numbers never wrap
-    t.add_column("agent@cfg", overflow="fold", min_width=12)
+    t.add_column("agent", overflow="fold", min_width=12)
+    t.add_column("cfg", no_wrap=True)
     # runs timed on different GPUs are never pooled: each device gets its own row, named here
-    by_device = bool(s["device"].astype(bool).any())
+    by_device = any(r["device"] for r in s)
     if by_device:
         t.add_column("device", overflow="fold")
     for col in ("runs", "best", "mean ± SEM", "u ± SEM", "infra", "cost $"):
         t.add_column(col, no_wrap=True, justify="right")
-    for _, r in s.iterrows():
+    for r in s:
         t.add_row(
-            str(r["identity"]),
+            Text(str(r["label"])),  # not markup: pacevolve[budget=20] would lose its brackets
+            str(r["identity"]).partition("@")[2],
             *([str(r["device"]) or "not recorded"] if by_device else []),
             str(r["runs"]),
             fmt(r["best"]),
@@ -186,11 +199,11 @@ def leaderboard(
     console.print(t)
     for n in key_notes:
         console.print(f"[dim]{n}[/dim]")
-    if len(df) >= 2 and (df["progress"].fillna(0.0) <= 0.0).all():
+    if len(rows) >= 2 and all((number(r.get("progress")) or 0.0) <= 0.0 for r in rows):
         console.print("[yellow]note: u is 0 for every run (none above the floor); compare best scores[/]")
-    if s["device"].nunique() > 1:
+    if len({r["device"] for r in s}) > 1:
         console.print("[dim]Runs timed on different devices are listed separately, never pooled.[/dim]")
-    older = int(s["older_duplicates"].sum())
+    older = sum(r["older_duplicates"] for r in s)
     if older:
         console.print(f"[dim]{older} older run(s) of a seed already run by the same identity ignored.[/dim]")
     from .commands_reference import reference_lines

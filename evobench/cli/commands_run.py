@@ -65,6 +65,7 @@ def run(
     no_progress: bool = False,
     place: Literal["here", "modal"] = "here",
     gpu: str | None = None,
+    label: str | None = None,
 ) -> int:
     """Run an agent on an environment variant, recording every candidate; or resume a killed run.
 
@@ -99,6 +100,9 @@ def run(
             candidates evaluated in Modal sandboxes (``--backend modal``), its run directory
             synced back into ``--results-dir``; ``--resume`` of such a run places it again.
         gpu: GPU of the Modal run container (``H100``, ``A100-80GB:2``; none by default).
+        label: A name for the run's identity in tables, plots and reports (letters, digits,
+            ``_ . + -``), instead of the computed ``agent[setting=value]``; identities given the
+            same label are told apart by their ``@cfg`` hash.
     """
     # The docstring above is `bench run --help`. The sandbox workers start first (their warm-up
     # overlaps the imports and checks below); the options become a checked plan, which `execute`
@@ -108,7 +112,7 @@ def run(
         max_evaluations=max_evaluations, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd,
         agent_config=agent_config, model=model, advisor_model=advisor_model,
         implementer_model=implementer_model, mode=mode,
-        results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume,
+        results_dir=results_dir, leaderboard_dir=leaderboard_dir, resume=resume, label=label,
     )  # fmt: skip
     if place == "modal" or gpu is not None or (resume is not None and (resume / "placement.json").exists()):
         from .run_plan import RunArgs

@@ -59,6 +59,7 @@ class RunArgs:
     results_dir: Path = Path("results")
     leaderboard_dir: Path = Path("leaderboards")
     resume: Path | None = None
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class RunPlan:
     """Variables of the run's GPU memory plan, set before the workers start (see :func:`gpu_memory_plan`)."""
     gpu_lines: tuple[str, ...] = ()
     """The GPU memory plan's decisions, printed when the run starts."""
+    label: str | None = None
+    """The user's name for the run's identity (``--label``; a resumed run keeps its recorded one)."""
 
 
 @dataclass(frozen=True)
@@ -223,8 +226,9 @@ def _same_dir(a: Path, b: str | Path) -> bool:
 def resume_conflicts(a: RunArgs, info: RunInfo, run_dir: Path) -> tuple[list[str], list[str]]:
     """The flags given with ``--resume`` that the run's record contradicts: (refused, ignored).
 
-    A resumed run continues as recorded. Flags that define what it measures (variant, agent and
-    its configuration, models, seed, budget, backend, workers, leaderboard) are refused when
+    A resumed run continues as recorded. Flags that define what it measures or how it is named
+    (variant, agent and its configuration, models, seed, budget, backend, workers, leaderboard,
+    label) are refused when
     they differ; ``--mode`` (speed, never scores) and ``--results-dir`` (the run stays in its
     directory) are ignored with a warning. A flag left at its default never conflicts.
 
@@ -240,6 +244,7 @@ def resume_conflicts(a: RunArgs, info: RunInfo, run_dir: Path) -> tuple[list[str
         ("--seed", a.seed, _DEFAULTS.seed, info.seed),
         ("--backend", a.backend, _DEFAULTS.backend, info.backend),
         ("--workers", a.workers, _DEFAULTS.workers, info.workers),
+        ("--label", a.label, _DEFAULTS.label, info.label),
     ]
     for flag, field in _BUDGET_FLAGS.items():
         recorded.append((flag, getattr(a, field), getattr(_DEFAULTS, field), info.budget.get(field)))
@@ -314,6 +319,7 @@ def _plan_resume(a: RunArgs, run_dir: Path) -> RunPlan | ReaddPlan:
         gpu_env=tuple(sorted(gpu_env.items())),
         gpu_lines=tuple(gpu_lines),
         warnings=tuple(ignored),
+        label=info.label,
     )
 
 
@@ -343,6 +349,13 @@ def plan_run(a: RunArgs) -> RunPlan | ReaddPlan:
         UnknownIdError: If the variant or agent id is unknown (the message suggests close ids).
         ManifestError: If the variant's manifest is invalid.
     """
+    if a.label is not None:
+        from harness.compare.labels import check_label
+
+        try:
+            check_label(a.label)
+        except ValueError as e:
+            raise PlanError(str(e)) from e
     if a.resume is not None:
         return _plan_resume(a, a.resume)
     _check_budget(a)
@@ -383,4 +396,5 @@ def plan_run(a: RunArgs) -> RunPlan | ReaddPlan:
         warnings=(warning,) if warning else (),
         gpu_env=tuple(sorted(gpu_env.items())),
         gpu_lines=tuple(gpu_lines),
+        label=a.label,
     )

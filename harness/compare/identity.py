@@ -10,16 +10,22 @@ when asked (``--pool``), and unknown names fail with suggestions.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-import pandas as pd
+# The record-level pieces live in .cfg (no pandas); re-exported here where callers always found them.
+from .cfg import CFG_HASH_LEN as CFG_HASH_LEN
+from .cfg import cfg_hash as cfg_hash
+from .cfg import effective as effective
+from .cfg import identity_of as identity_of
+from .cfg import parse_object as _parse
+from .labels import record_labels
 
-CFG_HASH_LEN = 6
-"""Hex digits of the configuration hash shown in labels (prefixes of it are accepted)."""
+if TYPE_CHECKING:  # pandas is imported by the functions on frames
+    import pandas as pd
+
 IDENTITY_COLUMN = "identity"
 """Column added by :func:`with_identity`: the ``<agent>@<cfg>`` label of each row."""
 DEVICE_COLUMN = "device"
@@ -34,34 +40,9 @@ class AmbiguousAgentError(ValueError):
     """An agent name covers several identities and pooling them was not asked for."""
 
 
-def _parse(text: Any) -> dict[str, Any]:
-    """A JSON object column value; missing / unreadable values are an empty (unknown) mapping."""
-    if not isinstance(text, str) or not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def cfg_hash(config: dict[str, Any], models: dict[str, Any], budget: dict[str, Any]) -> str:
-    """Short hash of an effective configuration (config, models per role, budget).
-
-    Returns:
-        :data:`CFG_HASH_LEN` lowercase hex digits.
-    """
-    canon = json.dumps({"config": config, "models": models, "budget": budget}, sort_keys=True)
-    return hashlib.sha256(canon.encode()).hexdigest()[:CFG_HASH_LEN]
-
-
-def effective(row: pd.Series | dict[str, Any]) -> dict[str, Any]:
-    """The flat effective configuration of a leaderboard row: ``config.*``, ``models.*``, ``budget.*``."""
-    out: dict[str, Any] = {}
-    for part in ("config", "models", "budget"):
-        for k, v in sorted(_parse(row.get(f"{'agent_config' if part == 'config' else part}_json")).items()):
-            out[f"{part}.{k}"] = v
-    return out
+def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of a leaderboard frame as records (what :mod:`.labels` reads)."""
+    return cast("list[dict[str, Any]]", df.to_dict("records"))
 
 
 def with_identity(lb: pd.DataFrame) -> pd.DataFrame:
@@ -70,6 +51,8 @@ def with_identity(lb: pd.DataFrame) -> pd.DataFrame:
     Rows written before budgets were recorded (no ``budget_json``) hash an empty budget, so they
     form their own identity rather than joining a run whose budget is known.
     """
+    import pandas as pd
+
     df = lb.copy()
     if df.empty:
         df[IDENTITY_COLUMN] = pd.Series(dtype=object)
@@ -90,6 +73,8 @@ def devices(lb: pd.DataFrame) -> pd.Series:
     (``cpu``) name no CPU model, so they group with rows that recorded nothing (files from before
     the column, families that time nothing on a chosen device).
     """
+    import pandas as pd
+
     if DEVICE_COLUMN not in lb:
         return pd.Series("", index=lb.index, dtype=object)
     return lb[DEVICE_COLUMN].map(lambda d: d if isinstance(d, str) and d != "cpu" else "").astype(object)
@@ -119,7 +104,7 @@ def describe(df: pd.DataFrame, identities: Sequence[str]) -> dict[str, str]:
     Returns:
         Identity -> ``key=value`` list of its differing settings and its number of runs.
     """
-    flat = {i: effective(df[df[IDENTITY_COLUMN] == i].iloc[0]) for i in identities}
+    flat = {i: effective(frame_records(df[df[IDENTITY_COLUMN] == i].head(1))[0]) for i in identities}
     keys = sorted({k for f in flat.values() for k in f})
     differ = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat.values()}) > 1]
     out = {}
@@ -131,14 +116,24 @@ def describe(df: pd.DataFrame, identities: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _labelled(df: pd.DataFrame, label: str) -> list[str]:
+    """The identities whose runs were given ``label`` (``bench run --label``), sorted."""
+    if "label" not in df or not label:
+        return []
+    return sorted(set(df.loc[df["label"] == label, IDENTITY_COLUMN].astype(str)))
+
+
 def resolve(
     specs: Iterable[str], df: pd.DataFrame, *, known_agents: Iterable[str] = (), pool: bool = False
 ) -> Selection:
     """Map ``--agents`` entries to identities present in ``df``.
 
     An entry is an agent name (``pacevolve``: its one identity, or all of them with ``pool``), an
-    identity (``pacevolve@3fa2c1``, any unique hash prefix), or either followed by ``=LABEL`` to
-    name the unit in the output.
+    identity (``pacevolve@3fa2c1``, any unique hash prefix), a run's ``--label`` (the identities
+    whose runs carry it; an agent of that name wins), or any of these followed by ``=LABEL`` to
+    name the unit in the output. A unit of one identity without ``=LABEL`` is named by
+    :func:`~.labels.identity_labels` over the selected identities (``pacevolve[budget=20]``, or the
+    run's ``--label``); a pooled unit by its agent name.
 
     Args:
         specs: The entries, in the order the output lists them.
@@ -157,12 +152,19 @@ def resolve(
     """
     present = sorted(set(df[IDENTITY_COLUMN].astype(str))) if not df.empty else []
     agents_here = sorted({p.split("@", 1)[0] for p in present})
-    sel = Selection(units={})
     owner: dict[str, str] = {}
+    picked: list[tuple[str, str, list[str]]] = []  # (spec, =LABEL or "", identities)
     for spec in specs:
         ref, _, label = spec.partition("=")
         name, _, prefix = ref.partition("@")
-        if name not in agents_here:
+        if name not in agents_here and (mine := _labelled(df, ref)):  # a run's --label names its identity
+            if len(mine) > 1 and not pool:
+                raise AmbiguousAgentError(
+                    f"the label {ref!r} was given to {len(mine)} identities ({', '.join(mine)}): "
+                    f"name one (e.g. --agents {mine[0]}) or pass --pool to pool them"
+                )
+            label = label or ref
+        elif name not in agents_here:
             known = set(known_agents)
             if name in known:  # a real agent without runs: point at the ones that have runs
                 close = difflib.get_close_matches(ref, agents_here, n=3, cutoff=0.0)
@@ -174,25 +176,33 @@ def resolve(
             raise UnknownAgentError(
                 f"{ref!r} {what}{hint} (agents with runs: {', '.join(agents_here) or 'none'})"
             )
-        mine = [p for p in present if p.split("@", 1)[0] == name and p.split("@", 1)[1].startswith(prefix)]
-        if not mine:
-            theirs = ", ".join(p for p in present if p.startswith(name + "@"))
-            raise UnknownAgentError(f"no identity {ref!r}; {name} has: {theirs}")
-        if len(mine) > 1 and (prefix or not pool):
-            detail = "; ".join(f"{i} ({d})" for i, d in describe(df, mine).items())
-            raise AmbiguousAgentError(
-                f"{ref!r} covers {len(mine)} identities (configuration, models or budget differ): {detail}. "
-                f"Name one (e.g. --agents {mine[0]}) or pass --pool to pool them"
-            )
-        label = label or (mine[0] if len(mine) == 1 else name)
-        if label in sel.units:
-            raise ValueError(f"two --agents entries use the label {label!r}: need distinct agents")
+        else:
+            mine = [
+                p for p in present if p.split("@", 1)[0] == name and p.split("@", 1)[1].startswith(prefix)
+            ]
+            if not mine:
+                theirs = ", ".join(p for p in present if p.startswith(name + "@"))
+                raise UnknownAgentError(f"no identity {ref!r}; {name} has: {theirs}")
+            if len(mine) > 1 and (prefix or not pool):
+                detail = "; ".join(f"{i} ({d})" for i, d in describe(df, mine).items())
+                raise AmbiguousAgentError(
+                    f"{ref!r} covers {len(mine)} identities (configuration, models or budget differ): "
+                    f"{detail}. Name one (e.g. --agents {mine[0]}) or pass --pool to pool them"
+                )
         for ident in mine:
             if ident in owner:
                 raise ValueError(
                     f"{ident} is selected by both {owner[ident]!r} and {spec!r}: need distinct agents"
                 )
             owner[ident] = spec
+        picked.append((spec, label, mine))
+    singles = {m[0] for _, label, m in picked if len(m) == 1 and not label}
+    readable = record_labels(frame_records(df), singles) if singles else {}
+    sel = Selection(units={})
+    for _, label, mine in picked:
+        label = label or (readable[mine[0]] if len(mine) == 1 else mine[0].split("@", 1)[0])
+        if label in sel.units:
+            raise ValueError(f"two --agents entries use the label {label!r}: need distinct agents")
         sel.units[label] = tuple(mine)
         if len(mine) > 1:
             sel.notes.append(f"{label}: pooling {len(mine)} identities ({', '.join(mine)}) (--pool)")

@@ -26,7 +26,10 @@ from .anytime import (
     reach,
     read_candidates,
 )
-from .identity import DEVICE_COLUMN, IDENTITY_COLUMN, devices, with_identity
+from .cfg import UNRECORDED_KEY as UNRECORDED_KEY
+from .cfg import heldout_key_of
+from .identity import DEVICE_COLUMN, IDENTITY_COLUMN, devices, frame_records, with_identity
+from .labels import record_labels
 
 RUN_COLUMNS = ("run_id", "agent", "seed", "score", "u", "auc")
 """Columns of :attr:`VariantRuns.runs`."""
@@ -43,15 +46,11 @@ class KeyMixError(VersionMixError):
     """
 
 
-UNRECORDED_KEY = "unrecorded"
-"""Key label of rows made before keys were recorded."""
-
-
 def key_labels(df: pd.DataFrame) -> pd.Series:
     """Each row's held-out key: a fingerprint, ``public``, ``none`` (no held-out draw) or ``unrecorded``."""
     if "heldout_key" not in df:
         return pd.Series(UNRECORDED_KEY, index=df.index, dtype=object)
-    return df["heldout_key"].map(lambda k: UNRECORDED_KEY if not isinstance(k, str) else (k or "none"))
+    return df["heldout_key"].map(lambda k: heldout_key_of({"heldout_key": k}))
 
 
 def _check_keys(variant: str, labels: pd.Series) -> None:
@@ -167,6 +166,14 @@ class VariantRuns:
 
 Units = Mapping[str, tuple[str, ...]]
 """Unit label -> the run identities (``<agent>@<cfg>``) it holds (:class:`~.identity.Selection`)."""
+
+
+def identity_units(rows: pd.DataFrame) -> dict[str, tuple[str, ...]]:
+    """Every identity in ``rows`` as its own unit, named by what differs (:mod:`.labels`), in label order."""
+    if IDENTITY_COLUMN not in rows:
+        rows = with_identity(rows)
+    labels = record_labels(frame_records(rows))
+    return {label: (ident,) for ident, label in sorted(labels.items(), key=lambda kv: kv[1])}
 
 
 def _unit_map(units: Units) -> dict[str, str]:
@@ -436,7 +443,8 @@ def agent_curves(
         variant: Variant id.
         current_hash: The variant's content hash in this checkout.
         maximize: Score direction.
-        units: Unit label -> identities (None: every identity with runs, each its own unit).
+        units: Unit label -> identities (None: every identity with runs, each its own unit,
+            named by :func:`identity_units`).
         results_dir: Directory holding the run directories.
         with_times: Also compute the wall-time axis.
         all_versions: Allow mixing content hashes.
@@ -455,7 +463,7 @@ def agent_curves(
     """
     lb = with_identity(lb) if IDENTITY_COLUMN not in lb else lb
     if units is None:
-        units = {i: (i,) for i in sorted(set(lb.loc[lb["variant"] == variant, IDENTITY_COLUMN].astype(str)))}
+        units = identity_units(lb[lb["variant"] == variant])
     rows, notes = select_runs(
         lb, variant, current_hash, units, all_versions=all_versions, key=key, device=device
     )

@@ -131,6 +131,7 @@ def _config_pairs(store: RunStore) -> list[tuple[str, Any]]:
         ("status", i.status),
         ("agent", f"{i.agent} {i.agent_version}".strip()),
         ("identity", f"{i.agent}@{cfg_hash(i.agent_config, i.models, i.budget)}"),
+        *([("label", i.label)] if i.label else []),
         ("agent config", json.dumps(i.agent_config, sort_keys=True)),
         ("models configured", json.dumps(i.models, sort_keys=True) if i.models else "none"),
         ("models called", _models_called(store.run_dir)),

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from harness.compare.identity import IDENTITY_COLUMN, with_identity
 from harness.compare.paired import Comparison, baseline_pairs, compare
-from harness.compare.select import agent_curves, variant_runs
+from harness.compare.select import agent_curves, identity_units, variant_runs
 from harness.compare.tables import aggregate_name, split_aggregates, split_intervals
 from harness.envs.registry import Variant
 from harness.results.leaderboard import load_leaderboard, summarize
@@ -64,8 +64,12 @@ def build_variant_report(
     if lb.empty:
         raise ValueError(f"no finished runs of {variant.id} in {leaderboard_dir}")
     chosen = units is not None
-    if units is None:  # every identity (agent, configuration, models, budget) is its own unit
-        units = {a: (a,) for a in sorted(set(lb[IDENTITY_COLUMN].astype(str)))}
+    # every identity (agent, configuration, models, budget) is its own unit, named by what differs
+    # between them (harness.compare.labels); nothing is pooled
+    named = identity_units(lb)
+    label_of = {ident: label for label, idents in named.items() for ident in idents}
+    if units is None:
+        units = named
     units = dict(units)
     if baseline is not None and baseline not in units:
         raise ValueError(f"--baseline {baseline!r} is none of the compared units {list(units)}")
@@ -94,7 +98,9 @@ def build_variant_report(
         pairs = baseline_pairs(baseline, labels) if baseline is not None else None
         c = compare([vr], labels, n_resamples=n_resamples, pairs=pairs)
         doc.sections.append(("What was compared", lead + _comparison_blocks(c, vr.runs, baseline)))
-    doc.sections.append(("Leaderboard", [_leaderboard(lb_units if chosen else lb, variant, all_versions)]))
+    doc.sections.append(
+        ("Leaderboard", [_leaderboard(lb_units if chosen else lb, variant, all_versions, label_of)])
+    )
     figs: list[Figure] = []
     if curves:
         sax = score_axis(variant)
@@ -111,7 +117,9 @@ def build_variant_report(
     )
     runs = (lb_units if chosen else lb).sort_values([IDENTITY_COLUMN, "seed"])
     cols = ["run_id", IDENTITY_COLUMN, "seed", "best_score", "progress", "n_evaluations", "n_ok", "cost_usd"]
-    runs = runs[cols].assign(**{IDENTITY_COLUMN: runs[IDENTITY_COLUMN].astype(str).map(legend_label)})
+    runs = runs[cols].assign(
+        **{IDENTITY_COLUMN: runs[IDENTITY_COLUMN].astype(str).map(lambda i: label_of.get(i, i))}
+    )
     doc.sections.append(("Runs", [Table(tuple(cols), list(runs.itertuples(index=False)))]))
     if curve_notes:
         doc.sections.append(("Notes", notes(curve_notes)))
@@ -168,12 +176,12 @@ def _comparison_blocks(c: Comparison, runs: pd.DataFrame, baseline: str | None) 
     return out + notes([*no_ci, *([flat] if flat else []), *c.notes])
 
 
-def _leaderboard(lb: pd.DataFrame, variant: Variant, all_versions: bool) -> Table:
+def _leaderboard(lb: pd.DataFrame, variant: Variant, all_versions: bool, label_of: dict[str, str]) -> Table:
     """Per identity: runs, seeds, best, mean ± s.e.m. of score and u, spend (fits the page)."""
     s = summarize(lb if all_versions else lb[lb["env_hash"] == lb["env_hash"].mode().iloc[0]], variant.id)
     rows = [
         (
-            legend_label(str(r["identity"])),
+            label_of.get(str(r["identity"]), str(r["identity"])),
             *([str(r["device"]) or "–"] if s["device"].astype(str).ne("").any() else []),
             int(r["runs"]),
             int(r["seeds"]),

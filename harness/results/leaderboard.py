@@ -13,9 +13,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,33 +23,15 @@ from harness.envs.manifest import Direction, Progress
 from harness.envs.subset import is_reduced_id
 from harness.evaluation.result import Status
 from harness.scoring.progress import normalized_progress
-from harness.stats.estimators import mean_sem
 
 from .atomic import atomic_write_parquet, lock_file, makedirs_durable, unlock_file
 from .records import CandidateRow, LeaderboardRow, RunInfo, arrow_schema, utc_now_iso
+from .summary import REQUIRED_COLUMNS, summarize_records
+from .summary import SUMMARY_COLUMNS as SUMMARY_COLUMNS
+from .summary import leaderboard_path as leaderboard_path
 
 LEADERBOARD_COLUMNS: tuple[str, ...] = tuple(LeaderboardRow.model_fields)
 """Columns of a leaderboard file, in order."""
-
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    "variant",
-    "identity",
-    "device",
-    "agent",
-    "direction",
-    "runs",
-    "older_duplicates",
-    "scored",
-    "seeds",
-    "best",
-    "score_mean",
-    "score_sem",
-    "progress_mean",
-    "progress_sem",
-    "n_infra_error",
-    "cost_usd",
-)
-"""Columns of :func:`summarize`'s result, in order."""
 
 
 class VariantLike(Protocol):
@@ -75,20 +56,6 @@ class VariantLike(Protocol):
     def progress(self) -> Progress:
         """Progress bounds."""
         ...
-
-
-_FAMILY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def leaderboard_path(directory: Path, family: str) -> Path:
-    """Path of a family's leaderboard file.
-
-    Raises:
-        ValueError: If ``family`` is not a plain name.
-    """
-    if not _FAMILY.match(family):
-        raise ValueError(f"invalid family name {family!r}")
-    return Path(directory) / f"{family}.parquet"
 
 
 def append_leaderboard_row(directory: Path, row: LeaderboardRow, *, lock_timeout: float = 60.0) -> Path:
@@ -208,6 +175,7 @@ def build_leaderboard_row(
         agent_config_json=json.dumps(info.agent_config, sort_keys=True),
         models_json=json.dumps(info.models, sort_keys=True),
         budget_json=json.dumps(info.budget, sort_keys=True),
+        label=info.label,
         seed=info.seed,
         best_score=best,
         n_evaluations=len(rows),
@@ -252,38 +220,6 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _summarize_group(variant: str, identity: str, device: str, g: pd.DataFrame, older: int) -> dict[str, Any]:
-    direction = Direction(str(g["direction"].iloc[0]))
-    scores = pd.to_numeric(g["best_score"], errors="coerce").dropna().to_numpy(dtype=float)
-    failed = g["best_score"].isna().to_numpy()
-    progress = pd.to_numeric(g["progress"], errors="coerce").fillna(0.0).to_numpy(dtype=float)
-    progress = np.where(failed, 0.0, progress)
-    score_mean, score_sem = mean_sem(scores)
-    progress_mean, progress_sem = mean_sem(progress)
-    if scores.size:
-        best = float(scores.max() if direction is Direction.MAXIMIZE else scores.min())
-    else:
-        best = math.nan
-    return {
-        "variant": variant,
-        "identity": identity,
-        "device": device,
-        "agent": str(g["agent"].iloc[0]),
-        "direction": str(direction),
-        "runs": len(g),
-        "older_duplicates": older,
-        "scored": int(scores.size),
-        "seeds": int(g["seed"].nunique()),
-        "best": best,
-        "score_mean": score_mean,
-        "score_sem": score_sem,
-        "progress_mean": progress_mean,
-        "progress_sem": progress_sem,
-        "n_infra_error": int(pd.to_numeric(g["n_infra_error"]).fillna(0).sum()),
-        "cost_usd": float(pd.to_numeric(g["cost_usd"]).fillna(0.0).sum()),
-    }
-
-
 def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
     """Aggregate leaderboard rows per (variant, run identity, device).
 
@@ -316,32 +252,10 @@ def summarize(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
         KeyError: If ``df`` lacks a leaderboard column.
         ValueError: If one variant's rows disagree on the score direction.
     """
-    from harness.compare.identity import DEVICE_COLUMN, IDENTITY_COLUMN, devices, with_identity
-
-    missing = [c for c in ("variant", "agent", "seed", "best_score", "progress", "direction") if c not in df]
+    missing = [c for c in REQUIRED_COLUMNS if c not in df]
     if missing:
         raise KeyError(f"leaderboard frame lacks columns {missing}")
     if variant is not None:
         df = df[df["variant"] == variant]
-    for v, g in df.groupby("variant"):
-        directions = sorted(set(g["direction"].astype(str)))
-        if len(directions) != 1:
-            raise ValueError(f"variant {v!r} has rows with mixed directions {directions}")
-    df = with_identity(df)
-    df[DEVICE_COLUMN] = devices(df)
-    if "finished_at" in df:
-        df = df.sort_values("finished_at", kind="stable")
-    key = ["variant", IDENTITY_COLUMN, DEVICE_COLUMN]
-    older = df.duplicated([*key, "seed"], keep="last")
-    n_older = df[older].groupby(key).size()
-    kept = df[~older]
-    out = [
-        _summarize_group(str(v), str(i), str(d), g, int(n_older.get((v, i, d), 0)))
-        for (v, i, d), g in kept.groupby(key, sort=True)
-    ]
-    if not out:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
-    res = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
-    return res.sort_values(
-        ["variant", "progress_mean", "identity", "device"], ascending=[True, False, True, True], kind="stable"
-    ).reset_index(drop=True)
+    records = cast("list[dict[str, Any]]", df.to_dict("records"))
+    return pd.DataFrame(summarize_records(records), columns=list(SUMMARY_COLUMNS))

@@ -72,6 +72,10 @@ class RunInfo(_Record):
     """Master random seed of the run."""
     budget: dict[str, Any] = Field(default_factory=dict)
     """Budget limits (evaluations, wall seconds, tokens, USD) as configured."""
+    label: str | None = None
+    """The user's name for the run's identity (``bench run --label``), shown instead of the
+    computed ``agent[setting=value]`` label (``harness.compare.labels``); None: computed. Not part
+    of the identity."""
     backend: str = "local"
     """Evaluation backend (``local``, ``docker``, ``modal``)."""
     workers: int = Field(default=1, ge=1)
@@ -277,6 +281,9 @@ class LeaderboardRow(_Record):
     """JSON of the role -> model mapping."""
     budget_json: str = "{}"
     """JSON of the run's configured budget (``RunInfo.budget``); part of the run identity."""
+    label: str | None = None
+    """The run's ``--label`` (``RunInfo.label``): printers show it instead of the computed identity
+    label; None where none was given (and in rows written before the column)."""
     seed: int
     """Master seed of the run."""
     best_score: float | None = None

@@ -92,6 +92,7 @@ def create_run(
     mode: Literal["warm", "cold"] = "warm",
     leaderboard_dir: Path | None = None,
     run_id: str | None = None,
+    label: str | None = None,
 ) -> RunStore:
     """Create the run directory with a frozen ``run.json`` (config, env, provenance).
 
@@ -99,6 +100,7 @@ def create_run(
     ``--resume`` continues the run where it belongs, whatever the resuming shell's defaults.
     ``run_id``: the id chosen beforehand (``bench sweep`` records it before the directory exists,
     so that a sweep killed in between never starts a second run of the cell); None: a new one.
+    ``label``: the user's name for the run's identity (``RunInfo.label``).
 
     Raises:
         ValueError: If ``variant`` is a validation subset (``<id>~subset-...``): runs and
@@ -125,6 +127,7 @@ def create_run(
         models=agent.models(),
         seed=seed,
         budget=budget.model_dump(mode="json"),
+        label=label,
         backend=backend,
         workers=workers,
         mode=mode,

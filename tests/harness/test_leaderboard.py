@@ -20,6 +20,7 @@ from harness.results.leaderboard import (
     summarize,
 )
 from harness.results.records import CandidateRow, LeaderboardRow, RunInfo
+from harness.results.summary import read_records, summarize_records
 
 
 def lb_row(
@@ -144,6 +145,9 @@ def test_summarize_hand_computed(tmp_path: Path) -> None:
 
     only = summarize(load_leaderboard(tmp_path, "eplb"), variant="eplb-large")
     assert only["variant"].tolist() == ["eplb-large"] and only["best"].iloc[0] == 7.0
+    # bench leaderboard's path: the same summary from pyarrow records, no frame
+    light = summarize_records(read_records(tmp_path, "eplb"))
+    assert pd.DataFrame(light, columns=list(SUMMARY_COLUMNS)).equals(s)
 
 
 def test_summarize_minimize_picks_smaller_best() -> None:
@@ -241,6 +245,8 @@ def test_build_leaderboard_row(
     assert row.cost_usd == pytest.approx(0.3)
     assert row.finished_at == info.ended_at and row.models_json == '{"mutator": "m"}'
     assert row.budget_json == '{"max_evaluations": 5}'  # part of the run identity
+    assert row.label is None
+    assert build_leaderboard_row(info.model_copy(update={"label": "mine"}), rows, variant).label == "mine"
     failed = build_leaderboard_row(info, rows[2:4], variant)
     assert failed.best_score is None and failed.progress == 0.0 and failed.best_program_sha is None
     with pytest.raises(ValueError, match="not eplb-tiny@other"):

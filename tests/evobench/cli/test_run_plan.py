@@ -81,6 +81,7 @@ def test_agent_config_and_model_overrides_reach_the_agent(
         (RunArgs(agent="random-search", env="eplb-tiny", max_wall_s=0.0), "positive number of seconds"),
         (RunArgs(agent="random-search", env="eplb-tiny", max_wall_s=float("nan")), "positive number"),
         (RunArgs(agent="random-search", env="eplb-tiny", max_cost_usd=-1.0), "non-negative"),
+        (RunArgs(agent="random-search", env="eplb-tiny", label="wide=2"), "--label 'wide=2'"),
     ],
 )
 def test_bad_options_are_refused_as_usage_errors(args: RunArgs, needle: str, nothing_starts: None) -> None:
@@ -124,6 +125,21 @@ def made_run(tmp_path: Path) -> RunStore:
     return store
 
 
+def test_a_label_is_planned_recorded_in_run_json_and_kept_on_resume(tmp_path: Path) -> None:
+    from evobench.cli.run_exec import _open_store
+
+    plan = plan_run(
+        RunArgs(agent="random-search", env="eplb-tiny", label="rs-baseline", results_dir=tmp_path / "results")
+    )
+    assert isinstance(plan, RunPlan) and plan.label == "rs-baseline"
+    store = _open_store(plan)  # what `bench run` creates from the plan
+    assert isinstance(store, RunStore)
+    store.close()
+    assert RunStore.open(store.run_dir, readonly=True).info.label == "rs-baseline"
+    again = plan_run(RunArgs(resume=store.run_dir, label="rs-baseline"))  # the same label is no conflict
+    assert isinstance(again, RunPlan) and again.label == "rs-baseline"
+
+
 def test_resume_takes_the_runs_frozen_settings_not_the_flags(
     tmp_path: Path, made_run: RunStore, nothing_starts: None
 ) -> None:
@@ -155,6 +171,7 @@ def test_resume_takes_the_runs_frozen_settings_not_the_flags(
         ),
         ({"agent_config": '{"tournament": 5}'}, ["--agent-config tournament=5 (recorded 3)"]),
         ({"leaderboard_dir": Path("/elsewhere")}, ["--leaderboard-dir /elsewhere"]),
+        ({"label": "renamed"}, ["--label renamed (recorded unset)"]),
     ],
 )
 def test_resume_refuses_flags_that_contradict_the_record(

@@ -40,6 +40,7 @@ def write_run(
     models: dict[str, str] | None = None,
     budget: dict[str, Any] | None = None,
     family: str = "toy",
+    label: str | None = None,
 ) -> None:
     """One run: candidates.parquet (None = failed evaluation) and its leaderboard row."""
     rows = []
@@ -96,6 +97,7 @@ def write_run(
             agent_config_json=json.dumps(config or {}, sort_keys=True),
             models_json=json.dumps(models or {}, sort_keys=True),
             budget_json=json.dumps(budget or {}, sort_keys=True),
+            label=label,
         ),
     )
 

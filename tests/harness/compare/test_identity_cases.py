@@ -71,7 +71,7 @@ def test_agent_without_runs_on_a_variant_is_listed_and_left_out(store: Any) -> N
     c = compare([v1, v2], units, n_resamples=200)
     assert {r.variant for r in c.paired} == {"toy"}  # no pair on toy2: B has no runs there
     assert any(n.startswith("toy2: no runs of B") for n in c.notes)
-    iqm_b = next(g for g in c.aggregates if g.kind == "iqm" and g.agent_a.startswith("B@"))
+    iqm_b = next(g for g in c.aggregates if g.kind == "iqm" and g.agent_a == "B")  # B alone: its name
     assert iqm_b.n_variants == 1 and iqm_b.n_runs == 3 and iqm_b.estimate == pytest.approx(0.1)
     poi = next(g for g in c.aggregates if g.kind == "poi")
     assert poi.n_variants == 1 and poi.estimate == 1.0  # over toy only, not toy2 padded with zeros
