@@ -146,6 +146,7 @@ def create_store(plan: RunPlan, *, command: list[str] | None = None, run_id: str
         mode=plan.mode,
         leaderboard_dir=plan.leaderboard_dir,
         run_id=run_id,
+        label=plan.label,
     )
 
 

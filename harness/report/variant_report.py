@@ -71,6 +71,8 @@ def build_variant_report(
     if units is None:
         units = named
     units = dict(units)
+    if not chosen and baseline is not None:
+        baseline = label_of.get(baseline, baseline)  # an identity names its readable unit
     if baseline is not None and baseline not in units:
         raise ValueError(f"--baseline {baseline!r} is none of the compared units {list(units)}")
     lb_units = lb[lb[IDENTITY_COLUMN].astype(str).isin({i for ids in units.values() for i in ids})]
