@@ -113,7 +113,7 @@ def cell_args(cell: Cell, spec: SweepSpec, results_dir: Path, leaderboard_dir: P
         agent=cell.agent, env=cell.env, seed=cell.seed, backend=spec.backend, workers=spec.workers,
         max_evaluations=spec.max_evaluations, max_wall_s=spec.max_wall_s, max_cost_usd=spec.max_cost_usd,
         agent_config=json.dumps(cell.overrides, sort_keys=True), mode=spec.mode,
-        results_dir=results_dir, leaderboard_dir=leaderboard_dir,
+        results_dir=results_dir, leaderboard_dir=leaderboard_dir, label=cell.label,
     )  # fmt: skip
 
 
@@ -124,6 +124,7 @@ def cell_command(a: RunArgs) -> list[str]:
     for flag, value in (("--max-wall-s", a.max_wall_s), ("--max-cost-usd", a.max_cost_usd)):
         cmd += [flag, str(value)] if value is not None else []
     cmd += ["--backend", a.backend, "--workers", str(a.workers), "--mode", a.mode]
+    cmd += ["--label", a.label] if a.label else []
     return [*cmd, "--results-dir", str(a.results_dir), "--leaderboard-dir", str(a.leaderboard_dir)]
 
 

@@ -44,6 +44,9 @@ class AgentSpec(BaseModel):
     """The advisor model (this agent only)."""
     implementer_model: str | None = None
     """The implementer model (this agent only)."""
+    label: str | None = None
+    """A name for this entry's identity in tables, plots and reports (``bench run --label``; on
+    the command line ``--agents AGENT=LABEL``)."""
 
     def overrides(self) -> dict[str, Any]:
         """The configuration overrides with this entry's own models set."""
@@ -152,6 +155,12 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise GridError(f"{path}: not valid TOML: {e}") from None
 
 
+def _flag_entry(text: str) -> dict[str, str]:
+    """One ``--agents`` item: ``AGENT`` or ``AGENT=LABEL``."""
+    agent, eq, label = text.partition("=")
+    return {"agent": agent.strip(), "label": label.strip()} if eq else {"agent": agent.strip()}
+
+
 def build_spec(table: dict[str, Any], overrides: dict[str, Any], source: str) -> SweepSpec:
     """A grid from a TOML table and command-line values (given flags win; None means not given).
 
@@ -165,7 +174,7 @@ def build_spec(table: dict[str, Any], overrides: dict[str, Any], source: str) ->
     given = {k: v for k, v in overrides.items() if v is not None}
     config = given.pop("agent_config", None)
     if "agents" in given:
-        data["agents"] = [{"agent": a.strip()} for a in str(given.pop("agents")).split(",") if a.strip()]
+        data["agents"] = [_flag_entry(a.strip()) for a in str(given.pop("agents")).split(",") if a.strip()]
     if "envs" in given:
         data["envs"] = [e.strip() for e in str(given.pop("envs")).split(",") if e.strip()]
     data.update(given)
@@ -220,6 +229,8 @@ class Cell(BaseModel):
     """Variant id."""
     seed: int
     """Master seed."""
+    label: str | None = None
+    """The agent entry's ``label`` (``bench run --label``), or None."""
 
 
 def agent_names(agents: Sequence[AgentSpec]) -> list[str]:
@@ -252,12 +263,14 @@ def expand(spec: SweepSpec, uses: Callable[[str, str], bool]) -> list[Cell]:
         grid_models = {
             f: getattr(spec, f) for f in MODEL_FIELDS if getattr(spec, f) is not None and uses(a.agent, f)
         }
-        entries.append((name, a.agent, {**grid_models, **a.overrides()}))
+        entries.append((name, a.agent, {**grid_models, **a.overrides()}, a.label))
     return [
-        Cell(key=f"{env}/{name}/s{seed}", name=name, agent=agent, overrides=ov, env=env, seed=seed)
+        Cell(
+            key=f"{env}/{name}/s{seed}", name=name, agent=agent, overrides=ov, env=env, seed=seed, label=label
+        )
         for seed in spec.seeds
         for env in spec.envs
-        for name, agent, ov in entries
+        for name, agent, ov, label in entries
     ]
 
 

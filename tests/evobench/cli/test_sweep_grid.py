@@ -229,3 +229,22 @@ def test_a_stopped_lane_fails_its_pending_evaluation_and_leaves_the_shared_backe
         lane.submit(v, v.initial_program)
     lane.close()  # a run's end closes nothing: the sweep owns the backend
     assert Lane(local_warm_backend, 1, threading.Event()).evaluate(v, v.initial_program).status is Status.OK
+
+
+def test_an_agent_entrys_label_reaches_every_run_of_it(tmp_path: Path) -> None:
+    from evobench.cli.sweep_exec import cell_args, cell_command
+
+    spec = build_spec(
+        {}, {"agents": "random-search=RS,pacevolve", "envs": "selftest-tiny", "seeds": "1-2"}, "cli"
+    )
+    cells = expand(spec, agent_uses)
+    assert [(c.agent, c.label) for c in cells] == [("random-search", "RS"), ("pacevolve", None)] * 2
+    args = cell_args(cells[0], spec, tmp_path / "runs", tmp_path / "lb")
+    cmd = cell_command(args)
+    assert args.label == "RS" and cmd[cmd.index("--label") + 1] == "RS"
+    assert "--label" not in cell_command(cell_args(cells[1], spec, tmp_path / "runs", tmp_path / "lb"))
+    path = tmp_path / "g.toml"
+    path.write_text(
+        'envs = ["selftest-tiny"]\nseeds = [1]\n[[agents]]\nagent = "random-search"\nlabel = "base"\n'
+    )
+    assert [c.label for c in expand(build_spec(load_toml(path), {}, "g"), agent_uses)] == ["base"]
