@@ -194,7 +194,7 @@ class LearningAgent(PACEvolveAgent):
 
     def run_summary(self) -> dict[str, Any]:
         """Adapter version, trainer steps, skipped updates and format fallbacks (for run.json)."""
-        out: dict[str, Any] = {"sampler": self.sampler_name}
+        out: dict[str, Any] = {} if self._bandit is not None else {"sampler": self.sampler_name}
         if self.gpu_plan is not None:
             out["gpu_plan"] = list(self.gpu_plan.lines)
         if self.trainer is not None:
