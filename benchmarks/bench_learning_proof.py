@@ -1,27 +1,41 @@
-"""Trained vs frozen advisor, through the project's own statistics (``bench compare``).
+"""Trained vs frozen vs a non-learning bandit advisor, in ONE ``bench compare`` (Holm across all).
 
-For each learning preset, the same advisor is run twice per seed: trained (the preset's defaults)
-and frozen (``lr = 0``: it samples, is scored and logged exactly alike, its adapter never moves).
-Every run is a real ``bench run`` into a scratch results/leaderboard directory; then ``bench
-compare`` pairs the two identities seed by seed and reports the mean difference in progress u,
-best score and progress AUC with bootstrap CIs and sign-flip permutation p-values. Also printed:
-each arm's mean step reward in the first and the last quarter of its steps (from ``run.json``).
+Every arm runs per seed as a real ``bench run`` into a scratch results/leaderboard directory:
+
+* for each learning preset, **trained** (the preset's defaults) and **frozen** (``lr = 0``: it
+  samples, is scored and logged exactly alike, its adapter never moves);
+* **bandit-ucb** (``--agent pacevolve++`` with ``advisor_rule = bandit-ucb``): UCB1 over the
+  offered edit families, the same scaffold, implementer and rewards; no model, no weights learned
+  (``agents/learning/bandit.py``). The adaptive rule a trained advisor has to beat.
+
+Then ONE ``bench compare`` over every arm of every preset: each pair's mean seed-paired
+difference in progress u, best score and progress AUC, with bootstrap CIs and sign-flip p-values,
+Holm-adjusted per metric over all pairs compared (so the presets tried on one variant are
+corrected together). Also printed: each arm's mean step reward in the first and the last quarter
+of its steps (``run.json``).
+
+The environment, seeds and settings are fixed below (:data:`PLAN`) before any run. Every
+command-line flag that changes them makes the run exploratory: the report lists what differs
+from the plan, and nothing but the plan's own run is a confirmatory result. The plan's run
+(12 seeds x 9 arms x 81 evaluations) takes hours on two cores; it has NOT been run yet.
 
 The policy's CPU threads are fixed by the preset (``policy_threads``) and recorded in each run.
 Each run is its own process, forked from one that imported torch, transformers and peft once
-(``evobench/cli/preloaded.py``: about 10 s of CPU saved per run; ``--no-preload`` starts every
-run from scratch instead, with the same result).
+(``evobench/cli/preloaded.py``; ``--no-preload`` starts every run from scratch instead).
 
-Run (minutes):
-  nice -n 15 python benchmarks/bench_learning_proof.py                       # bandit, every preset
-  nice -n 15 python benchmarks/bench_learning_proof.py --env llm-sr-phys-osc1-tiny --no-fast \\
-      --seeds 8 --implementer-model offline/exact --max-evaluations 81   # a real tiny environment
+Run:
+  nice -n 15 python benchmarks/bench_learning_proof.py                 # the plan (hours)
+  python benchmarks/bench_learning_proof.py --seeds 0 1 --presets pacevolve++ \\
+      --max-evaluations 17 --resamples 200                             # a smoke run (minutes)
+  python benchmarks/bench_learning_proof.py --env selftest-bandit-8 --fast --seeds 0 1 2 3 4 5 \\
+      --implementer-model offline/pacevolve --max-evaluations 129 --no-bandit   # the CI version
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -37,30 +51,89 @@ Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 PRESETS = ("pacevolve++", "thetaevolve", "ttt-discover", "maxk")
 """The learning presets."""
+BANDIT = "bandit-ucb"
+"""Label (and ``advisor_rule``) of the non-learning adaptive arm."""
+BANDIT_AGENT = "pacevolve++"
+"""The agent whose scaffold the bandit arm runs on (its optimiser settings are unused)."""
 FAST = {
     "policy_max_new_tokens": 16,
     "max_prompt_tokens": 128,
     "constrained_decoding": False,
 }
-"""Shorter prompts and answers; free decoding (the bandit's arms are the answer's first characters,
-and on the byte-level ``tiny-random`` a 16-token answer cannot finish a format). The islands' policy
-calls are batched (the default): seed 0 of pacevolve++ learns exactly as it did one call at a time
-(mean step reward 1.473 -> 2.202 both ways) in 29 s instead of 42 s. Every learning setting (lr,
-LoRA targets, estimator, clipping) stays at the preset's default."""
+"""``--fast``: shorter prompts and answers, free decoding (for ``selftest-bandit-8``, whose arms are
+the answer's first characters: on the byte-level ``tiny-random`` a 16-token answer cannot finish a
+format). Every learning setting (lr, LoRA targets, estimator, clipping) stays at the preset's
+default."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the proof runs, fixed before any run (the command-line defaults)."""
+
+    env: str
+    """The variant."""
+    seeds: tuple[int, ...]
+    """Seeds, the same for every arm (fresh ones: no earlier proof used them)."""
+    max_evaluations: int
+    """Evaluations per run."""
+    presets: tuple[str, ...]
+    """Learning presets, each run trained and frozen."""
+    bandit: bool
+    """Also run the ``bandit-ucb`` arm."""
+    advisor_model: str
+    """The trained (and frozen) advisor: ``tiny-random`` is a 35 k-parameter random LLaMA-shaped
+    network with a byte tokenizer (LoRA on its output head): a test of the RL machinery, not a
+    language model."""
+    implementer_model: str
+    """The frozen implementer (``offline/exact``: applies the named edit; not an LLM)."""
+    fast: bool
+    """Add :data:`FAST` to every arm."""
+    agent_config: str
+    """JSON added to every arm's configuration."""
+    resamples: int
+    """Bootstrap resamples of ``bench compare``."""
+
+
+PLAN = Plan(
+    env="llm-sr-phys-osc1-tiny",
+    seeds=tuple(range(100, 112)),
+    max_evaluations=81,
+    presets=PRESETS,
+    bandit=True,
+    advisor_model="tiny-random",
+    implementer_model="offline/exact",
+    fast=False,
+    agent_config="{}",
+    resamples=4000,
+)
+"""The registered proof: issue 35's setting (ten steps of eight on the real tiny LLM-SR variant,
+constrained decoding, the exact implementer) on 12 seeds no earlier run used, all four presets
+trained and frozen and the bandit: 9 arms, one comparison."""
 
 
 @dataclass
 class Arm:
-    """One side of a comparison: a preset, trained or frozen, its runs' summaries."""
+    """One arm of the comparison: an agent with one configuration, its runs' summaries."""
 
-    preset: str
-    """Agent id."""
+    agent: str
+    """Agent id (``bench run --agent``)."""
     label: str
-    """``trained`` or ``frozen``."""
+    """``<preset>/trained``, ``<preset>/frozen`` or ``bandit-ucb`` (its name in the comparison)."""
     config: dict[str, Any]
     """``--agent-config`` of its runs."""
     summaries: list[dict[str, Any]] = field(default_factory=list)
     """``agent_summary`` of each finished run (seed order)."""
+
+
+def arms_of(args: argparse.Namespace) -> list[Arm]:
+    """Every arm the arguments ask for, in the comparison's order."""
+    base = {**(FAST if args.fast else {}), **json.loads(args.agent_config)}
+    arms = []
+    for p in args.presets:
+        arms += [Arm(p, f"{p}/trained", dict(base)), Arm(p, f"{p}/frozen", {**base, "lr": 0.0})]
+    if args.bandit:
+        arms.append(Arm(BANDIT_AGENT, BANDIT, {**base, "advisor_rule": BANDIT}))
+    return arms
 
 
 def _bench() -> list[str]:
@@ -83,13 +156,13 @@ def run_arm(arm: Arm, args: argparse.Namespace, out: Path, runner: Runner = fres
     Raises:
         RuntimeError: If a run fails.
     """
-    for seed in range(args.seeds):
-        marker = out / "done" / f"{arm.preset}-{arm.label}-{seed}.json"
+    for seed in args.seeds:
+        marker = out / "done" / f"{arm.label.replace('/', '-')}-{seed}.json"
         if marker.exists():
             arm.summaries.append(json.loads(marker.read_text()))
             continue
         cmd = [
-            "run", "--agent", arm.preset, "--env", args.env, "--seed", str(seed),
+            "run", "--agent", arm.agent, "--env", args.env, "--seed", str(seed),
             "--advisor-model", args.advisor_model, "--implementer-model", args.implementer_model,
             "--max-evaluations", str(args.max_evaluations), "--workers", str(args.workers),
             "--agent-config", json.dumps(arm.config), "--results-dir", str(out / "results"),
@@ -106,11 +179,18 @@ def run_arm(arm: Arm, args: argparse.Namespace, out: Path, runner: Runner = fres
         arm.summaries.append(summary)
 
 
-def identities(out: Path, env: str, preset: str) -> dict[str, str]:
-    """``trained`` / ``frozen`` -> ``<agent>@<cfg>`` of the preset's runs on ``env``.
+def arm_label(agent: str, config: Mapping[str, Any]) -> str:
+    """The arm a leaderboard row belongs to, from its agent and resolved configuration."""
+    if config.get("advisor_rule", "policy") != "policy":
+        return str(config["advisor_rule"])
+    return f"{agent}/{'frozen' if config.get('lr') == 0 else 'trained'}"
+
+
+def identities(out: Path, env: str, labels: Sequence[str]) -> dict[str, str]:
+    """Arm label -> ``<agent>@<cfg>`` of its runs on ``env``.
 
     Raises:
-        RuntimeError: If the leaderboard does not hold exactly one identity of each.
+        RuntimeError: If the leaderboard does not hold exactly one identity of each arm.
     """
     import pandas as pd
 
@@ -119,25 +199,24 @@ def identities(out: Path, env: str, preset: str) -> dict[str, str]:
 
     family = default_registry().get(env).family
     lb = with_identity(pd.read_parquet(out / "leaderboards" / f"{family}.parquet"))
-    rows = lb[(lb["agent"] == preset) & (lb["variant"] == env)]
-    found: dict[str, set[str]] = {"trained": set(), "frozen": set()}
-    for _, row in rows.iterrows():
-        lr = json.loads(row["agent_config_json"]).get("lr")
-        found["frozen" if lr == 0 else "trained"].add(str(row[IDENTITY_COLUMN]))
+    found: dict[str, set[str]] = {label: set() for label in labels}
+    for _, row in lb[lb["variant"] == env].iterrows():
+        label = arm_label(str(row["agent"]), json.loads(row["agent_config_json"]))
+        if label in found:
+            found[label].add(str(row[IDENTITY_COLUMN]))
     if any(len(v) != 1 for v in found.values()):
-        raise RuntimeError(f"expected one trained and one frozen identity of {preset}, found {found}")
+        raise RuntimeError(f"expected one identity per arm, found {found}")
     return {k: next(iter(v)) for k, v in found.items()}
 
 
-def compare(out: Path, env: str, ids: dict[str, str], resamples: int) -> dict[str, Any]:
-    """``bench compare --json`` of trained vs frozen.
+def compare(out: Path, env: str, ids: Mapping[str, str], resamples: int) -> dict[str, Any]:
+    """ONE ``bench compare --json`` over every arm (Holm per metric across all pairs), and its table.
 
     Raises:
         RuntimeError: If compare fails.
     """
     cmd = [
-        *_bench(), "compare", "--env", env,
-        "--agents", f"{ids['trained']}=trained", f"{ids['frozen']}=frozen",
+        *_bench(), "compare", "--env", env, "--agents", *(f"{i}={label}" for label, i in ids.items()),
         "--leaderboard-dir", str(out / "leaderboards"), "--results-dir", str(out / "results"),
         "--resamples", str(resamples), "--json",
     ]  # fmt: skip
@@ -146,7 +225,7 @@ def compare(out: Path, env: str, ids: dict[str, str], resamples: int) -> dict[st
         raise RuntimeError(f"bench compare failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     text_cmd = [c for c in cmd if c != "--json"]
     table = subprocess.run(text_cmd, capture_output=True, text=True).stdout
-    return {"json": json.loads(proc.stdout), "table": table}
+    return {"json": json.loads(proc.stdout), "table": table, "command": " ".join(text_cmd)}
 
 
 def quarter_means(arm: Arm) -> tuple[float, float]:
@@ -159,40 +238,76 @@ def quarter_means(arm: Arm) -> tuple[float, float]:
     )
 
 
+def departures(args: argparse.Namespace) -> list[str]:
+    """The settings in which ``args`` differ from :data:`PLAN` (empty: the registered proof)."""
+    out = []
+    for f in dataclasses.fields(Plan):
+        value = getattr(args, f.name)
+        value = tuple(value) if isinstance(value, list) else value
+        if value != getattr(PLAN, f.name):
+            out.append(f"{f.name}={value!r} (plan: {getattr(PLAN, f.name)!r})")
+    return out
+
+
 def prove(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Run both arms of every preset and compare them; returns per preset the compare JSON and table."""
-    base = {**(FAST if args.fast else {}), **json.loads(args.agent_config)}
-    report: dict[str, Any] = {}
+    """Run every arm on every seed, then compare them all at once.
+
+    Returns:
+        ``json`` and ``table`` of the one comparison, its ``command``, ``quarters`` (arm label ->
+        mean first- and last-quarter step reward), ``plan`` and ``departures`` from it.
+    """
+    arms = arms_of(args)
     with contextlib.ExitStack() as stack:
         runner: Runner = fresh_process
         if args.preload:
             from evobench.cli.preloaded import PreloadedBench
 
             runner = stack.enter_context(PreloadedBench()).run
-        arms = {
-            p: (Arm(p, "trained", dict(base)), Arm(p, "frozen", {**base, "lr": 0.0})) for p in args.presets
-        }
-        for pair in arms.values():
-            for arm in pair:
-                run_arm(arm, args, out, runner)
-    for preset, (trained, frozen) in arms.items():
-        result = compare(out, args.env, identities(out, args.env, preset), args.resamples)
-        result["quarters"] = {"trained": quarter_means(trained), "frozen": quarter_means(frozen)}
-        report[preset] = result
+        for arm in arms:
+            run_arm(arm, args, out, runner)
+    report = compare(out, args.env, identities(out, args.env, [a.label for a in arms]), args.resamples)
+    report["quarters"] = {a.label: quarter_means(a) for a in arms}
+    report["plan"] = dataclasses.asdict(PLAN)
+    report["departures"] = departures(args)
     return report
 
 
+def focus(report: Mapping[str, Any]) -> list[str]:
+    """The pairs the proof is about (each preset trained vs frozen, trained vs the bandit), one line
+    each, with the p-values Holm-adjusted over ALL pairs of the comparison."""
+    wanted = {}
+    for label in report["quarters"]:
+        preset, _, side = label.partition("/")
+        if side == "trained":
+            wanted[(label, f"{preset}/frozen")] = True
+            wanted[(label, BANDIT)] = True
+    lines = []
+    for r in report["json"]["paired"]:
+        if (r["agent_a"], r["agent_b"]) in wanted and r["metric"] in ("u", "auc"):
+            lines.append(
+                f"{r['agent_a']} - {r['agent_b']} {r['metric']}: {r['delta']:+.3f} "
+                f"[{r['ci_lo']:.3f}, {r['ci_hi']:.3f}], p {r['p_value']:.3g}, Holm {r['p_holm']:.3g}"
+            )
+    return lines
+
+
 def parser() -> argparse.ArgumentParser:
-    """Command-line options."""
+    """Command-line options (defaults: :data:`PLAN`)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", default="selftest-bandit-8")
-    ap.add_argument("--presets", nargs="+", default=list(PRESETS))
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--max-evaluations", type=int, default=1 + 8 * 16)
-    ap.add_argument("--advisor-model", default="tiny-random")
-    ap.add_argument("--implementer-model", default="offline/pacevolve")
-    ap.add_argument("--agent-config", default="{}", help="JSON added to both arms' configuration")
-    ap.add_argument("--fast", action=argparse.BooleanOptionalAction, default=True, help=f"add {FAST}")
+    ap.add_argument("--env", default=PLAN.env)
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(PLAN.seeds))
+    ap.add_argument("--max-evaluations", type=int, default=PLAN.max_evaluations)
+    ap.add_argument("--presets", nargs="*", default=list(PLAN.presets))
+    ap.add_argument(
+        "--bandit", action=argparse.BooleanOptionalAction, default=PLAN.bandit, help="the bandit-ucb arm"
+    )
+    ap.add_argument("--advisor-model", default=PLAN.advisor_model)
+    ap.add_argument("--implementer-model", default=PLAN.implementer_model)
+    ap.add_argument(
+        "--agent-config", default=PLAN.agent_config, help="JSON added to every arm's configuration"
+    )
+    ap.add_argument("--fast", action=argparse.BooleanOptionalAction, default=PLAN.fast, help=f"add {FAST}")
+    ap.add_argument("--resamples", type=int, default=PLAN.resamples)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument(
         "--preload",
@@ -200,7 +315,6 @@ def parser() -> argparse.ArgumentParser:
         default=True,
         help="fork runs from one preloaded process",
     )
-    ap.add_argument("--resamples", type=int, default=4000)
     ap.add_argument("--out", type=Path, help="scratch directory (kept; finished runs are reused)")
     ap.add_argument("--json", type=Path, help="also write the report here")
     return ap
@@ -212,12 +326,16 @@ def main() -> None:
 
     out = args.out or Path(tempfile.mkdtemp(prefix="evobench-proof-"))
     report = prove(args, out)
-    for preset, r in report.items():
-        (tf, tl), (ff, fl) = r["quarters"]["trained"], r["quarters"]["frozen"]
-        print(f"== {preset} on {args.env}, {args.seeds} seeds, {args.max_evaluations} evaluations")
-        print(f"mean step reward, first -> last quarter: trained {tf:.3f} -> {tl:.3f}, ", end="")
-        print(f"frozen {ff:.3f} -> {fl:.3f}")
-        print(r["table"])
+    seeds = " ".join(map(str, args.seeds))
+    print(f"== {args.env}, seeds {seeds}, {args.max_evaluations} evaluations, advisor {args.advisor_model}")
+    if report["departures"]:
+        print("EXPLORATORY: differs from the registered plan in " + "; ".join(report["departures"]))
+    for label, (first, last) in report["quarters"].items():
+        print(f"mean step reward, first -> last quarter: {label} {first:.3f} -> {last:.3f}")
+    print(report["command"])
+    print(report["table"])
+    print("pairs of interest (p Holm-adjusted over every pair above):")
+    print("\n".join(focus(report)))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
     print(f"runs in {out}")

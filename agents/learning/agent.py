@@ -34,6 +34,7 @@ from harness.evaluation.result import program_sha256
 from harness.llm import LLMClient, LLMSettings
 from harness.llm.ledger import LLMCallRow
 
+from .bandit import BanditAdvisor
 from .config import LearningConfig, MaxKConfig, PACEvolvePPConfig, ThetaEvolveConfig, TTTDiscoverConfig
 from .gpu_plan import GpuPlan, plan_gpus
 from .lockstep import run_all
@@ -64,8 +65,10 @@ def _as_float(value: object) -> float:
     return float(value) if isinstance(value, int | float) else math.nan
 
 
-def learning_summary(step_rewards: list[float]) -> dict[str, Any]:
+def learning_summary(step_rewards: list[float], label: str = "learning") -> dict[str, Any]:
     """Mean step reward over the first and the last quarter of the steps, and ``bench run``'s headline.
+
+    ``label`` opens the headline (a bandit advisor's says that it learns no weights).
 
     A quarter is ``max(1, steps // 4)`` steps; steps without a finite reward (no group) are left out.
     Empty when no step has a reward.
@@ -79,7 +82,7 @@ def learning_summary(step_rewards: list[float]) -> dict[str, Any]:
         "reward_first_quarter": first,
         "reward_last_quarter": last,
         "headline": (
-            f"learning: mean step reward {first:.3f} in the first quarter -> {last:.3f} in the last "
+            f"{label}: mean step reward {first:.3f} in the first quarter -> {last:.3f} in the last "
             f"({len(rewards)} steps, {q} per quarter)"
         ),
     }
@@ -127,6 +130,7 @@ class LearningAgent(PACEvolveAgent):
         self.last_row: TrainRow | None = None
         self.sampler_name = ""
         self._policy_advisor: PolicyAdvisor | None = None
+        self._bandit: BanditAdvisor | None = None
         self._policy_implementer: PolicyImplementer | None = None
         self._sampler: PolicySampler | None = None
         self._buffer = RolloutBuffer()
@@ -143,7 +147,7 @@ class LearningAgent(PACEvolveAgent):
     # -- models and checks ------------------------------------------------------------------------
     def llm_models(self) -> dict[str, str]:
         """The roles served through litellm (the trained ones are not)."""
-        return {r: m for r, m in self.models().items() if not m.startswith("policy:")}
+        return {r: m for r, m in self.models().items() if not m.startswith(("policy:", "rule:"))}
 
     def preflight(self) -> None:
         """Fail before the run when the sampler cannot run here or a provider key is missing.
@@ -153,6 +157,10 @@ class LearningAgent(PACEvolveAgent):
                 the CPU alternative), or the policy reference cannot be resolved.
             LLMConfigError: If a frozen role's provider key is missing.
         """
+        client = LLMClient(self.llm_models(), LLMSettings(params=dict(self.cfg.litellm_params)))
+        if self.lcfg.bandit:  # no policy to load
+            client.check_environment()
+            return
         missing = [m for m in ("transformers", "peft") if importlib.util.find_spec(m) is None]
         if missing:
             raise ValueError(f"the learning agents need {' and '.join(missing)}: pip install 'evobench[rl]'")
@@ -161,7 +169,7 @@ class LearningAgent(PACEvolveAgent):
             check_reference(str(self.lcfg.advisor_model))
         except PolicyLoadError as e:
             raise ValueError(str(e)) from None
-        LLMClient(self.llm_models(), LLMSettings(params=dict(self.cfg.litellm_params))).check_environment()
+        client.check_environment()
 
     def plan_gpu_memory(
         self, gpus: dict[int, int], eval_bytes: int | None, eval_slots: int
@@ -180,13 +188,13 @@ class LearningAgent(PACEvolveAgent):
             ValueError: If a GPU path was asked for on a machine without one.
             agents.learning.gpu_plan.GpuPlanError: If the policy and evaluations cannot fit.
         """
-        work = policy_work(self.lcfg)
+        work = None if self.lcfg.bandit else policy_work(self.lcfg)
         self.gpu_plan = None if work is None else plan_gpus(gpus, work, eval_bytes, eval_slots)
         return self.gpu_plan
 
     def run_summary(self) -> dict[str, Any]:
         """Adapter version, trainer steps, skipped updates and format fallbacks (for run.json)."""
-        out: dict[str, Any] = {"sampler": self.sampler_name}
+        out: dict[str, Any] = {} if self._bandit is not None else {"sampler": self.sampler_name}
         if self.gpu_plan is not None:
             out["gpu_plan"] = list(self.gpu_plan.lines)
         if self.trainer is not None:
@@ -207,6 +215,12 @@ class LearningAgent(PACEvolveAgent):
             out["policy_batches"] = {"batches": len(sizes), "mean_size": sum(sizes) / len(sizes)}
         if self.trainer is not None:
             out.update(learning_summary([_as_float(r.get("reward_mean")) for r in self.trainer.log.rows]))
+        if self._bandit is not None:
+            out["advisor"] = f"{self.lcfg.advisor_rule} (a count-based bandit: no weights are learned)"
+            out["bandit_pulls"] = self._bandit.pulls()
+            out.update(
+                learning_summary(self._bandit.step_rewards, f"{self.lcfg.advisor_rule}, no weights learned")
+            )
         return out
 
     def progress_fields(self) -> dict[str, str]:
@@ -265,6 +279,16 @@ class LearningAgent(PACEvolveAgent):
 
     def _roles(self, ctx: AgentContext, client: LLMClient) -> tuple[Advisor, Implementer, Summariser]:
         cfg = self.lcfg
+        if cfg.bandit:
+            _, implementer, summariser = super()._roles(ctx, client)  # the frozen roles
+            self._bandit = BanditAdvisor(
+                seed=int(ctx.seed),
+                c=cfg.bandit_c,
+                reward_lo=cfg.reward_fail,
+                reward_hi=cfg.reward_c,
+                menu=cfg.bandit_menu,
+            )
+            return self._bandit, implementer, summariser
 
         def on_call(row: LLMCallRow) -> None:
             client.ledger.record(row)
@@ -305,6 +329,10 @@ class LearningAgent(PACEvolveAgent):
     # -- checkpoints ------------------------------------------------------------------------------
     def _snapshot(self, state: SearchState) -> dict[str, Any]:
         data = super()._snapshot(state)
+        if self._bandit is not None:
+            data["bandit"] = self._bandit.to_json()
+            data["learning"] = {"puct": self.archive.to_json() if self.archive is not None else None}
+            return data
         assert self.trainer is not None
         data["learning"] = {
             "trainer_step": self.trainer.step,
@@ -315,16 +343,19 @@ class LearningAgent(PACEvolveAgent):
         return data
 
     def _start(self, ctx: AgentContext) -> SearchState:
-        assert self.trainer is not None
-        self.trainer.restore_step(0)  # a fresh run: drop what an earlier attempt may have left
+        if self.trainer is not None:
+            self.trainer.restore_step(0)  # a fresh run: drop what an earlier attempt may have left
         return super()._start(ctx)
 
     def _restore_extra(self, data: dict[str, Any]) -> None:
+        bandit = data.pop("bandit", None)
+        if bandit is not None and self._bandit is not None:
+            self._bandit.load_json(bandit)
         extra = data.pop("learning", None)
         if not extra:
             return
-        assert self.trainer is not None
-        self.trainer.restore_step(int(extra["trainer_step"]))
+        if self.trainer is not None:
+            self.trainer.restore_step(int(extra["trainer_step"]))
         if extra.get("puct") is not None:
             self.archive = PUCTArchive.from_json(extra["puct"])
         if self._policy_advisor is not None:
@@ -369,9 +400,8 @@ class LearningAgent(PACEvolveAgent):
         self, ctx: AgentContext, state: SearchState, drafts: list[Draft], results: dict[int, Result]
     ) -> None:
         cfg = self.lcfg
-        assert self.trainer is not None
         calls = self._buffer.take(state.step)
-        candidates, rewards = [], []
+        candidates, rewards, by_island = [], [], {}
         archive = self.archive if cfg.state_reuse == "puct" else None
         for d in drafts:
             if d.outcome == "budget":
@@ -381,6 +411,7 @@ class LearningAgent(PACEvolveAgent):
             reward = reward_of(cfg, ctx.task, score)
             candidates.append(calls.get(d.island, []))
             rewards.append(reward)
+            by_island[d.island] = reward
             if archive is not None and d.parent.sha in archive:
                 child = r.ref.sha if r is not None and score is not None else None
                 value = archive_value(ctx.task, score) if child is not None else None
@@ -388,6 +419,10 @@ class LearningAgent(PACEvolveAgent):
         if archive is not None:
             archive.flush()
             state.pinned = sorted(archive.keys())
+        if self._bandit is not None:  # counts and sums only: no weights
+            self._bandit.observe(state.step, by_island)
+            return
+        assert self.trainer is not None
         self.last_row = self.trainer.update_candidates([candidates], [np.asarray(rewards, dtype=np.float64)])
         if self.last_row.skipped:
             ctx.log.info("%s: step %d update skipped: %s", self.name, state.step, self.last_row.skip_reason)

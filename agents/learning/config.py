@@ -59,6 +59,18 @@ class LearningConfig(PACEvolveConfig):
     the CPU (``device = cpu``, or ``auto`` without a CUDA GPU) and ``paper`` otherwise; the
     resolved name (never ``auto``) and values are frozen into ``run.json``."""
 
+    advisor_rule: Literal["policy", "bandit-ucb"] = "policy"
+    """Who answers the advisor stages: ``policy`` (the network ``advisor_model``, trained online) or
+    ``bandit-ucb``, the non-learning adaptive baseline (``agents/learning/bandit.py``): UCB1 over the
+    offered edit families with the same scaffold, implementer and rewards. It learns NO weights and
+    loads no model; ``advisor_model`` and the optimiser and policy fields are then unused."""
+    bandit_c: float = Field(default=1.0, ge=0.0)
+    """``bandit-ucb``'s exploration coefficient c (index: mean + c * sqrt(2 ln N / n), rewards
+    scaled to [0, 1])."""
+    bandit_menu: list[str] = Field(default_factory=list)
+    """``bandit-ucb``'s arms when the prompt offers no edit vocabulary (hypothesis texts, e.g. for
+    ``selftest-bandit``, where the implementer writes the hypothesis into the program); empty:
+    such an iteration fails."""
     model: str = "gemini/gemini-2.5-pro"
     """litellm model of the frozen roles (implementer and summariser unless overridden)."""
     advisor_model: str | None = "smollm2-135m"
@@ -224,13 +236,22 @@ class LearningConfig(PACEvolveConfig):
             raise ValueError(f"kl_mode {self.kl_mode!r} needs kl_coef > 0")
         if not self.advisor_model:
             raise ValueError("advisor_model (the trainable policy) is required")
+        if self.advisor_rule != "policy" and (self.group != "across-islands" or self.target != "advisor"):
+            raise ValueError(
+                f"advisor_rule {self.advisor_rule!r} needs group 'across-islands' and target 'advisor'"
+            )
         return self
 
+    @property
+    def bandit(self) -> bool:
+        """Whether a rule (``bandit-ucb``), not a trained policy, answers the advisor stages."""
+        return self.advisor_rule != "policy"
+
     def role_models(self) -> dict[str, str]:
-        """Role -> model: the advisor is the policy, the summariser follows the implementer."""
+        """Role -> model: the advisor is the policy (a bandit: ``rule:<name>``), then the others."""
         implementer = self.implementer_model or self.model
         roles = {
-            "advisor": f"policy:{self.advisor_model}",
+            "advisor": f"rule:{self.advisor_rule}" if self.bandit else f"policy:{self.advisor_model}",
             "implementer": implementer,
             "summariser": self.summariser_model or implementer,
         }

@@ -45,8 +45,9 @@ class PACEvolveConfig(BaseModel):
     """Cap of the failure memory of pruned ideas shown in every prompt; over it the least recently
     relevant entry (pruned longest ago, not matched by a proposal since) is evicted."""
     skip_repeats: bool = True
-    """Do not implement a hypothesis that repeats one in the island's log (up to case, spacing and
-    punctuation); the iteration is recorded as a ``repeat``."""
+    """Do not implement a hypothesis that repeats one in the island's log: the same named edit
+    (``edit <name> <n>``, whatever free text follows it), or for a hypothesis naming no edit the
+    same words (up to case, spacing and punctuation); the iteration is recorded as a ``repeat``."""
     idea_filter: bool = False
     """Also ask the advisor whether a selected hypothesis repeats the global log (off in the reference)."""
 

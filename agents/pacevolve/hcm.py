@@ -6,7 +6,7 @@ summarise, prune) live behind the role protocols. Everything here is determinist
 Two memories of past attempts are kept apart:
 
 * the **global log** L (``IslandState.log``) holds every attempted hypothesis for the whole run;
-  the exact-repeat filter of Alg. 1 line 12 reads all of it;
+  the repeat filter of Alg. 1 line 12 reads all of it;
 * the **context log** is what the prompts show: the chain of attempts from
   ``IslandState.context_head`` back along ``LogEntry.prev``. A backtrack moves the head back to
   the restored state's, so the attempts after the backtrack point are unlearned from the
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from harness.llm.offline.vocabulary import hypothesis_key
+from harness.llm.offline.vocabulary import edit_key
 from harness.runner.context import TaskSpec
 
 from .roles import Classification, Summary
@@ -40,8 +40,12 @@ def fmt_score(score: float | None) -> str:
 
 
 def normalize(text: str) -> str:
-    """Lower-cased words only: the key for exact-repeat checks against the global log."""
-    return hypothesis_key(text)
+    """The key for repeat checks against the global log: the named edit, else the words.
+
+    See :func:`harness.llm.offline.vocabulary.edit_key`: ``edit add-term 4`` and ``edit
+    add-term 4`` followed by any free text are the same experiment.
+    """
+    return edit_key(text)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -87,7 +91,7 @@ def apply_classification(island: IslandState, c: Classification, step: int) -> s
 
 
 def already_tried(island: IslandState, hypothesis: str) -> bool:
-    """Whether the same hypothesis (up to case, spacing and punctuation) is in the global log."""
+    """Whether the global log holds the same experiment: the same named edit, or the same words."""
     key = normalize(hypothesis)
     if not key:  # no words to compare: every such hypothesis would collide
         return False

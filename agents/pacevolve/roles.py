@@ -65,7 +65,8 @@ class IslandView:
     pruned_evicted: int = 0
     """Pruned ideas evicted from the failure memory (no longer in ``pruned``)."""
     tried: frozenset[str] = frozenset()
-    """Normalised hypotheses of the island's whole log (the keys of the ``skip_repeats`` filter)."""
+    """Keys (``edit_key``: the named edit, else the words) of the island's whole log: the
+    ``skip_repeats`` filter's keys."""
     known: frozenset[str] = frozenset()
     """sha256 of every program evaluated in the run so far."""
 

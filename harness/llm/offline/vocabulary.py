@@ -165,14 +165,14 @@ def untried(
 ) -> list[Entry]:
     """The entries without the options a search would waste: already tried, or known programs.
 
-    An option is left out when ``edit <name> <n>`` (as :func:`hypothesis_key` normalises it) is in
-    ``tried``, or when the program it writes has a sha256 in ``known``. The other options keep
-    their numbers, so :func:`apply_named_edit` on the full vocabulary applies what was offered.
+    An option is left out when its key ``edit <name> <n>`` (:func:`edit_key`) is in ``tried``,
+    or when the program it writes has a sha256 in ``known``. The other options keep their numbers,
+    so :func:`apply_named_edit` on the full vocabulary applies what was offered.
 
     Args:
         entries: The vocabulary of ``program`` (:func:`vocabulary`).
         program: The program the entries edit.
-        tried: Normalised hypotheses already tried (e.g. an island's log).
+        tried: Keys (:func:`edit_key`) of the hypotheses already tried (e.g. an island's log).
         known: sha256 (hex) of programs already evaluated.
 
     Returns:
@@ -183,7 +183,7 @@ def untried(
         kept = tuple(
             o
             for o in entry.options
-            if hypothesis_key(f"edit {entry.name} {o.number}") not in tried
+            if edit_key(f"edit {entry.name} {o.number}") not in tried
             and program_sha256(program[: o.start] + o.new + program[o.end :]) not in known
         )
         if kept:
@@ -192,8 +192,27 @@ def untried(
 
 
 def hypothesis_key(text: str) -> str:
-    """Lower-cased words only: the key under which two hypotheses count as the same experiment."""
+    """Lower-cased words only (case, spacing and punctuation do not count)."""
     return " ".join(re.findall(r"[a-z0-9_]+", text.lower()))
+
+
+def edit_key(text: str) -> str:
+    """The key under which two hypotheses count as the same experiment: the edit they name.
+
+    A hypothesis that names an edit (its first ``edit <name> <n>``, read as
+    :func:`apply_named_edit` reads it) is keyed by that edit alone: ``edit add-term 4``,
+    ``Edit `add-term` #04`` and ``edit add-term 4 <any free text>`` are one experiment, since
+    the implementer applies the same edit for each. Free text is not part of the key. A
+    hypothesis that names no edit is keyed by its words (:func:`hypothesis_key`).
+
+    The first named edit is the key even when it is not in the vocabulary and the implementer
+    applies a later one; a constrained advisor's hypothesis starts with a published edit, so
+    there the two agree.
+    """
+    m = _NAMED.search(text)
+    if m is None:
+        return hypothesis_key(text)
+    return hypothesis_key(f"edit {m.group(1)} {int(m.group(2))}")
 
 
 def render_vocabulary(entries: Sequence[Entry], left_out: int = 0) -> str:

@@ -1,5 +1,6 @@
 """Trained vs frozen advisor through ``bench compare``: the CI-sized version of
-``benchmarks/bench_learning_proof.py`` (pacevolve++ on ``selftest-bandit-8``, six seeds a side).
+``benchmarks/bench_learning_proof.py`` (pacevolve++ on ``selftest-bandit-8``, six seeds a side;
+not the script's registered plan, which adds the other presets and the bandit-ucb arm).
 
 The frozen arm is the same configuration with ``lr = 0``. Real ``bench run`` processes write a
 scratch leaderboard; ``bench compare`` pairs the two identities by seed. Six seeds are the fewest for
@@ -18,6 +19,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SEEDS = 6
+ARGV = [
+    "--env", "selftest-bandit-8", "--fast", "--implementer-model", "offline/pacevolve",
+    "--presets", "pacevolve++", "--no-bandit", "--seeds", *map(str, range(SEEDS)),
+    "--max-evaluations", "129", "--resamples", "2000",
+]  # fmt: skip
+"""The CI-sized proof: the bandit instrument, pacevolve++ trained vs frozen only (as before issue 35)."""
 
 
 def _proof() -> types.ModuleType:
@@ -33,18 +40,34 @@ def _proof() -> types.ModuleType:
 @pytest.mark.slow
 def test_trained_advisor_beats_its_frozen_self_in_bench_compare(tmp_path: Path) -> None:
     proof = _proof()
-    args = proof.parser().parse_args(
-        ["--presets", "pacevolve++", "--seeds", str(SEEDS), "--max-evaluations", "129", "--resamples", "2000"]
-    )
+    args = proof.parser().parse_args(ARGV)
     assert isinstance(args, argparse.Namespace)
-    report = proof.prove(args, tmp_path)["pacevolve++"]
+    report = proof.prove(args, tmp_path)
     print(report["table"])
-    paired = [r for r in report["json"]["paired"] if r["agent_a"].endswith("trained")]
+    assert report["departures"]  # not the registered plan: the CI-sized version
+    paired = [r for r in report["json"]["paired"] if r["agent_a"] == "pacevolve++/trained"]
     by_metric = {r["metric"]: r for r in paired}
     assert {"u", "auc"} <= set(by_metric), by_metric.keys()
     for r in by_metric.values():
         assert r["n_pairs"] == SEEDS  # every seed ran on both sides
     wins = [m for m in ("u", "auc") if by_metric[m]["delta"] > 0 and by_metric[m]["p_value"] < 0.05]
     assert wins, {m: (by_metric[m]["delta"], by_metric[m]["p_value"]) for m in ("u", "auc")}
-    (tf, tl), (ff, fl) = report["quarters"]["trained"], report["quarters"]["frozen"]
+    (tf, tl), (ff, fl) = report["quarters"]["pacevolve++/trained"], report["quarters"]["pacevolve++/frozen"]
     print(f"trained {tf:.3f} -> {tl:.3f}, frozen {ff:.3f} -> {fl:.3f}")
+
+
+def test_the_registered_plan_compares_every_arm_at_once() -> None:
+    """The script's defaults are its plan: four presets trained and frozen and the bandit, one comparison."""
+    proof = _proof()
+    plan = proof.parser().parse_args([])
+    assert proof.departures(plan) == [] and plan.env == "llm-sr-phys-osc1-tiny" and len(plan.seeds) == 12
+    labels = [a.label for a in proof.arms_of(plan)]
+    assert len(labels) == 9 and labels[-1] == "bandit-ucb" and "maxk/frozen" in labels
+    rows = [
+        ("maxk", {"lr": 0.1, "advisor_rule": "policy"}, "maxk/trained"),
+        ("maxk", {"lr": 0.0, "advisor_rule": "policy"}, "maxk/frozen"),
+        ("pacevolve++", {"lr": 0.1, "advisor_rule": "bandit-ucb"}, "bandit-ucb"),
+    ]
+    for agent, config, label in rows:  # how a leaderboard row's resolved configuration is sorted
+        assert proof.arm_label(agent, config) == label
+    assert proof.departures(proof.parser().parse_args(["--seeds", "0", "1"]))

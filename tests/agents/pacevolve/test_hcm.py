@@ -154,6 +154,27 @@ def test_failure_memory_blocks_repeats_before_any_code_is_written(task: TaskSpec
     assert info.pruned == [] and isl.log[-1].outcome.startswith("not evaluated: repeat")
 
 
+@pytest.mark.parametrize(
+    ("logged", "proposed", "repeat"),
+    [
+        ("edit add-term 4 q8#Zr\x01 because the fit drifts", "edit add-term 4", True),
+        ("edit add-term 4", "Edit `add-term` #04: different words entirely", True),
+        ("edit add-term 4 same words", "edit add-term 3 same words", False),
+        ("no edit named here", "No edit named here!", True),
+    ],
+)
+def test_the_repeat_filter_keys_on_the_named_edit_not_the_free_text(
+    task: TaskSpec, logged: str, proposed: str, repeat: bool
+) -> None:
+    state = make_state(task)
+    roles = ScriptedRoles(selection=Selection(1, proposed))
+    isl = state.islands[0]
+    hcm.add_idea(isl, "Add a term.", 0)
+    isl.log.append(hcm.LogEntry(step=1, idea_id=1, hypothesis=logged, outcome="ok"))
+    d = engine(task, state, roles).draft(isl, 2)
+    assert (d.outcome == "repeat") is repeat, d.outcome
+
+
 def test_role_failures_become_failed_proposals(task: TaskSpec) -> None:
     state = make_state(task)
     roles = ScriptedRoles(fail={"generate", "select"})

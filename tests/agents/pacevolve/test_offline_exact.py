@@ -23,6 +23,7 @@ from harness.evaluation.result import program_sha256
 from harness.llm.offline import parse_offline_prompt, register_operators
 from harness.llm.offline.vocabulary import (
     apply_named_edit,
+    edit_key,
     hypothesis_key,
     render_vocabulary,
     untried,
@@ -131,6 +132,28 @@ def test_untried_leaves_out_exactly_the_tried_and_known_and_keeps_numbers(data: 
         for option in entry.options:  # the number offered is the number the implementer applies
             out = view.program[: option.start] + option.new + view.program[option.end :]
             assert programs[(entry.name, option.number)] == out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["add-term", "scale-literal", "swap_comparison"]), st.integers(1, 999), st.text())
+def test_free_text_after_a_named_edit_is_not_part_of_its_key(name: str, n: int, junk: str) -> None:
+    """``edit add-term 4 <random bytes>`` and ``edit add-term 4`` are one experiment (issue 35 item 4)."""
+    key = edit_key(f"edit {name} {n}")
+    assert edit_key(f"edit {name} {n} {junk}") == key
+    assert edit_key(f"  EDIT `{name}` #{n:03d}\t{junk}") == key
+    assert edit_key(f"edit {name} {n + 1} {junk}") != key
+
+
+def test_the_view_leaves_out_an_edit_tried_with_free_text_after_it() -> None:
+    """What the island's log names with free text is neither offered nor decodable again."""
+    view = _view("eplb-tiny")
+    logged = "edit swap-comparison 1 x\x07?? because the plan is lopsided"
+    view = dataclasses.replace(view, tried=frozenset({edit_key(logged)}))
+    offered, left_out = view.edits()
+    assert left_out == 1 and ("swap-comparison", 1) not in _options(offered)
+    fmt = view_edits(view)
+    assert fmt is not None and not re.fullmatch(fmt, "edit swap-comparison 1")
+    assert re.fullmatch(fmt, "edit swap-comparison 2")
 
 
 def test_the_view_offers_untried_edits_in_prompt_and_grammar() -> None:
