@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -78,10 +81,33 @@ def test_lost_container_leaves_a_resumable_copy_and_resume_places_it_again(tmp_p
         if "tar -czf" in " ".join(argv) and journals and journals[0].read_text().count("\n") >= 1:
             sb.terminate()
 
+    # The run is held mid-way (SIGSTOP) once its first evaluation is journaled in the container, so
+    # that it cannot finish before the loss however slowly the syncs come on a loaded machine (CI
+    # once saw the run finish first). A stopped process is still killed by the container's loss.
+    done, stopped = threading.Event(), threading.Event()
+
+    def hold_mid_way() -> None:
+        while not done.is_set():
+            for sb in modal.sandboxes:
+                runs = [p for p in sb.procs if "evobench.cli.main" in " ".join(map(str, p.args))]
+                inner = list((tmp_path / "container").glob("results/*/candidates.jsonl"))
+                if runs and inner and inner[0].read_text().count("\n") >= 1:
+                    os.killpg(runs[0].pid, signal.SIGSTOP)
+                    stopped.set()
+                    return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=hold_mid_way, daemon=True)
+    watcher.start()
     modal.on_exec = lose_once_synced
-    code = place_run(
-        _request(tmp_path), SdkRunHost(modal), _recipe(tmp_path), out=lines.append, err=lines.append
-    )
+    try:
+        code = place_run(
+            _request(tmp_path), SdkRunHost(modal), _recipe(tmp_path), out=lines.append, err=lines.append
+        )
+    finally:
+        done.set()
+        watcher.join()
+    assert stopped.is_set()  # the run was held mid-way, not raced
     assert code == 3, lines  # an infra error of the placement
     (run_dir,) = [p for p in results.iterdir() if not p.name.startswith(".")]
     record = placement_of(run_dir)
