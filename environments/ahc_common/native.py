@@ -213,6 +213,13 @@ def classify(res: ExecResult, limits: Limits) -> tuple[str, str]:
         return RUNTIME_ERROR, f"killed at the {limits.memory_mb} MiB memory limit"
     if cpu == cpu and cpu > limits.cpu_seconds:  # not NaN (unmeasured under bwrap: the launcher's)
         return TLE, f"CPU time over the {limits.cpu_seconds:g} s limit {times}"
+    if res.returncode == 0 and res.limit == "output" and len(res.stdout) >= limits.output_cap:
+        # Before the elapsed-time rule: an overflow is a fact of the output, while a flood's elapsed
+        # time includes its writes blocked on a loaded host's disk or pipe (CI saw 0.13 s CPU and
+        # 4.6 s elapsed turn a 200 MB flood into TLE). Both fail the case; this one is load-free.
+        return INVALID_OUTPUT, (
+            f"rule 'output-size': stdout exceeded the {limits.output_cap // 1024} KiB cap and was truncated"
+        )
     if active > limits.wall_seconds:
         return TLE, f"elapsed time over the {limits.wall_seconds:g} s limit {times}"
     if not measured and res.returncode in _KILL_CODES:
@@ -222,10 +229,6 @@ def classify(res: ExecResult, limits: Limits) -> tuple[str, str]:
         why = f"killed by {sig}" if sig else f"exit status {res.returncode}"
         return RUNTIME_ERROR, why + (
             f"; stderr: {_tail(res.stderr, 300).strip()}" if res.stderr.strip() else ""
-        )
-    if res.limit == "output" and len(res.stdout) >= limits.output_cap:
-        return INVALID_OUTPUT, (
-            f"rule 'output-size': stdout exceeded the {limits.output_cap // 1024} KiB cap and was truncated"
         )
     return OK, ""
 

@@ -114,6 +114,9 @@ def by_case(scorer: Ahc039Scorer, answers: list[ExecResult]) -> Callable[[bytes]
         (ExecResult(3, b"4\n", b"", 0.1, 0.005), RUNTIME_ERROR),  # main returned 3
         (ExecResult(0, b"x" * 1024, b"", 0.1, 0.005, False, "output"), INVALID_OUTPUT),
         (ExecResult(0, b"4\n", b"y" * 1024, 0.1, 0.005, False, "output"), OK),  # only stderr overflowed
+        # A flood whose writes were held up on a loaded host: the overflow decides, not the elapsed time
+        (ExecResult(0, b"x" * 1024, b"", 6.5, 0.13, False, "output", 0.0), INVALID_OUTPUT),
+        (ExecResult(0, b"4\n", b"", 6.5, 0.13, False, "", 0.0), TLE),  # elapsed over the limit
     ],
 )
 def test_classify(result: ExecResult, status: str) -> None:
