@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,6 +41,7 @@ from .gpu_plan import GpuPlan, plan_gpus
 from .lockstep import run_all
 from .policy_backend import build_backend, build_trainer, policy_work, resolve_sampler
 from .policy_roles import PolicyAdvisor, PolicyImplementer, PolicySampler, RolloutBuffer
+from .probe import PROBE_ANSWERS, PolicyProbe
 from .puct import PUCTArchive
 from .values import archive_value, exact_edits, reward_of
 
@@ -65,10 +67,13 @@ def _as_float(value: object) -> float:
     return float(value) if isinstance(value, int | float) else math.nan
 
 
-def learning_summary(step_rewards: list[float], label: str = "learning") -> dict[str, Any]:
-    """Mean step reward over the first and the last quarter of the steps, and ``bench run``'s headline.
+def learning_summary(
+    step_rewards: list[float], label: str = "search progress (no frozen reference)"
+) -> dict[str, Any]:
+    """Mean step reward over the first and the last quarter of the steps, and a line saying so.
 
-    ``label`` opens the headline (a bandit advisor's says that it learns no weights).
+    ``label`` opens the line (a bandit advisor's says that it learns no weights). A search that
+    improves anyway raises it too; the trained policy's learning line is :mod:`.probe`'s.
 
     A quarter is ``max(1, steps // 4)`` steps; steps without a finite reward (no group) are left out.
     Empty when no step has a reward.
@@ -134,6 +139,7 @@ class LearningAgent(PACEvolveAgent):
         self._policy_implementer: PolicyImplementer | None = None
         self._sampler: PolicySampler | None = None
         self._buffer = RolloutBuffer()
+        self._probe = PolicyProbe(PROBE_ANSWERS)
         self._assignment: dict[int, ProgramRef] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.gpu_plan: GpuPlan | None = None
@@ -215,12 +221,30 @@ class LearningAgent(PACEvolveAgent):
             out["policy_batches"] = {"batches": len(sizes), "mean_size": sum(sizes) / len(sizes)}
         if self.trainer is not None:
             out.update(learning_summary([_as_float(r.get("reward_mean")) for r in self.trainer.log.rows]))
+            out.update(self._probe_summary(out.get("headline")))
         if self._bandit is not None:
             out["advisor"] = f"{self.lcfg.advisor_rule} (a count-based bandit: no weights are learned)"
             out["bandit_pulls"] = self._bandit.pulls()
             out.update(
                 learning_summary(self._bandit.step_rewards, f"{self.lcfg.advisor_rule}, no weights learned")
             )
+        return out
+
+    def _probe_summary(self, progress: object) -> dict[str, Any]:
+        """The policy probe's result; its line is the headline's last (after the search progress)."""
+        assert self.trainer is not None
+        result = self._probe.measure(self.trainer.backend, self.lcfg.policy_temperature)
+        if result is None:
+            line = (
+                "learning (policy vs its frozen twin): not measured, the recorded answers lack "
+                "both above- and below-mean candidates (no group's rewards differed)"
+            )
+            out: dict[str, Any] = {"policy_probe": None}
+        else:
+            line = result.headline()
+            out = {"policy_probe": {k: v for k, v in asdict(result).items() if k != "steps"}}
+            out["policy_probe"]["steps"] = list(result.steps)
+        out["headline"] = f"{progress}\n{line}" if isinstance(progress, str) else line
         return out
 
     def progress_fields(self) -> dict[str, str]:
@@ -339,6 +363,7 @@ class LearningAgent(PACEvolveAgent):
             "puct": self.archive.to_json() if self.archive is not None else None,
             "fallbacks": dict(self._policy_advisor.fallbacks) if self._policy_advisor else {},
             "calls": dict(self._policy_advisor.calls) if self._policy_advisor else {},
+            "probe": self._probe.to_json(),
         }
         return data
 
@@ -361,6 +386,7 @@ class LearningAgent(PACEvolveAgent):
         if self._policy_advisor is not None:
             self._policy_advisor.fallbacks.update(extra.get("fallbacks") or {})
             self._policy_advisor.calls.update(extra.get("calls") or {})
+        self._probe.load_json(extra.get("probe") or [])
 
     # -- the step ---------------------------------------------------------------------------------
     def run(self, ctx: AgentContext) -> None:
@@ -423,6 +449,7 @@ class LearningAgent(PACEvolveAgent):
             self._bandit.observe(state.step, by_island)
             return
         assert self.trainer is not None
+        self._probe.offer(state.step, candidates, rewards)
         self.last_row = self.trainer.update_candidates([candidates], [np.asarray(rewards, dtype=np.float64)])
         if self.last_row.skipped:
             ctx.log.info("%s: step %d update skipped: %s", self.name, state.step, self.last_row.skip_reason)

@@ -30,6 +30,7 @@ from harness.llm.offline import register_operators
 
 from .config import LearningConfig
 from .policy_roles import PolicyAdvisor, PolicyImplementer, PolicySampler, RolloutBuffer
+from .probe import PolicyProbe
 from .puct import PUCTArchive
 from .values import archive_value, exact_edits, reward_of
 
@@ -47,6 +48,7 @@ class SameStateAgent(Protocol):
     _policy_implementer: PolicyImplementer | None
     archive: PUCTArchive | None
     last_row: TrainRow | None
+    _probe: PolicyProbe
 
     @property
     def name(self) -> str:
@@ -205,6 +207,8 @@ def run_same_state(agent: SameStateAgent, ctx: AgentContext) -> None:
             archive.flush()
             keep = set(archive.keys())
             st.programs = {k: v for k, v in st.programs.items() if k in keep}
+            for group, group_rewards in zip(groups, rewards, strict=True):
+                agent._probe.offer(st.step, group, group_rewards)  # not in this loop's checkpoint
             agent.last_row = trainer.update_candidates(
                 groups, [np.asarray(r, dtype=np.float64) for r in rewards]
             )

@@ -138,8 +138,13 @@ class PolicyBackend(ABC):
         return out
 
     @abstractmethod
-    def score(self, completions: Sequence[Completion], temperature: float) -> list[np.ndarray]:
-        """Learner log-probs of each completion's tokens at ``temperature`` (no gradient)."""
+    def score(
+        self, completions: Sequence[Completion], temperature: float, adapter: bool = True
+    ) -> list[np.ndarray]:
+        """Learner log-probs of each completion's tokens at ``temperature`` (no gradient).
+
+        ``adapter = False`` scores with the adapter switched off: the initial weights.
+        """
 
     @abstractmethod
     def update(

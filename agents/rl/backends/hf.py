@@ -275,13 +275,18 @@ class HFBackend(PolicyBackend):
         ent = entropy * mask
         return out, ent, mask
 
-    def score(self, completions: Sequence[Completion], temperature: float) -> list[np.ndarray]:
-        """Learner log-probs (current adapter, no gradient) of each completion's tokens."""
+    def score(
+        self, completions: Sequence[Completion], temperature: float, adapter: bool = True
+    ) -> list[np.ndarray]:
+        """Learner log-probs of each completion's tokens (no gradient).
+
+        With the current adapter, or with it off (``adapter = False``): the initial weights.
+        """
         result: list[np.ndarray] = []
         with torch.no_grad():
             for start in range(0, len(completions), self.optim.micro_batch):
                 mb = [c for c in completions[start : start + self.optim.micro_batch]]
-                logp, _, _ = self._forward(mb, temperature, self._allowed(mb))
+                logp, _, _ = self._forward(mb, temperature, self._allowed(mb), adapter=adapter)
                 for i, c in enumerate(mb):
                     result.append(logp[i, : len(c.token_ids)].cpu().numpy().astype(np.float64))
         return result

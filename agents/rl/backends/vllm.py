@@ -322,9 +322,11 @@ class VLLMBackend(PolicyBackend):
             groups.append(group)
         return groups
 
-    def score(self, completions: Sequence[Completion], temperature: float) -> list[np.ndarray]:
+    def score(
+        self, completions: Sequence[Completion], temperature: float, adapter: bool = True
+    ) -> list[np.ndarray]:
         """Learner log-probs (see :meth:`HFBackend.score`)."""
-        return self.learner.score(completions, temperature)
+        return self.learner.score(completions, temperature, adapter)
 
     def update(
         self, completions: Sequence[Completion], advantages: Sequence[float], temperature: float
