@@ -233,7 +233,9 @@ class LearningAgent(PACEvolveAgent):
     def _probe_summary(self, progress: object) -> dict[str, Any]:
         """The policy probe's result; its line is the headline's last (after the search progress)."""
         assert self.trainer is not None
-        result = self._probe.measure(self.trainer.backend, self.lcfg.policy_temperature)
+        result = self._probe.measure(
+            self.trainer.backend, self.lcfg.policy_temperature, untrained=self.lcfg.lr == 0
+        )
         if result is None:
             line = (
                 "learning (policy vs its frozen twin): not measured, the recorded answers lack "

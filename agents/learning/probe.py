@@ -20,6 +20,7 @@ the update moved the policy the way its rewards pointed, not that it generalises
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -91,7 +92,10 @@ class PolicyProbe:
         """Add a step's candidates (each its policy calls) while the probe has room.
 
         A step whose rewards are all equal says nothing about which answer is better and is
-        passed over; a step is taken whole or, when it does not fit, until the probe is full.
+        passed over. A step is taken whole or, when it does not fit, its above- and below-mean
+        candidates alternately until the probe is full, so a step with both kinds always gives
+        both (a candidate brings one answer per policy call: filling in candidate order let the
+        first step's first candidates, all on one side of the mean, fill the probe alone).
         """
         if len(self.answers) >= self.size or len(rewards) < 2:
             return
@@ -99,21 +103,37 @@ class PolicyProbe:
         if not np.all(np.isfinite(r)) or r.max() == r.min():
             return
         mean = float(r.mean())
-        for calls, reward in zip(candidates, rewards, strict=True):
+        above = [(calls, float(x)) for calls, x in zip(candidates, r, strict=True) if x > mean]
+        below = [(calls, float(x)) for calls, x in zip(candidates, r, strict=True) if x < mean]
+        order = [pair for duo in itertools.zip_longest(above, below) for pair in duo if pair is not None]
+        for calls, reward in order:
             for c in calls:
-                if len(self.answers) < self.size and c.token_ids and reward != mean:
-                    self.answers.append(ProbeAnswer(c, float(reward) - mean, step))
+                if len(self.answers) < self.size and c.token_ids:
+                    self.answers.append(ProbeAnswer(c, reward - mean, step))
 
-    def measure(self, backend: PolicyBackend, temperature: float) -> ProbeResult | None:
-        """Score every answer with the current adapter and with it off; None without both kinds."""
+    def measure(
+        self, backend: PolicyBackend, temperature: float, *, untrained: bool = False
+    ) -> ProbeResult | None:
+        """Score every answer with the current adapter and with it off; None without both kinds.
+
+        Args:
+            backend: The learner holding the adapter.
+            temperature: The sampler's temperature (the answers' log-probs are taken at it).
+            untrained: The adapter cannot have moved (``lr = 0``: a LoRA adapter starts as the
+                identity and a zero step size leaves it there), so every Δ is exactly 0 and no
+                forward pass is spent on it (a frozen arm of a comparison pays nothing).
+        """
         above = [a for a in self.answers if a.centred_reward > 0]
         below = [a for a in self.answers if a.centred_reward < 0]
         if not above or not below:
             return None
         completions = [a.completion for a in above + below]
-        trained = backend.score(completions, temperature)
-        frozen = backend.score(completions, temperature, adapter=False)
-        delta = [float(t.sum() - f.sum()) for t, f in zip(trained, frozen, strict=True)]
+        if untrained:
+            delta = [0.0] * len(completions)
+        else:
+            trained = backend.score(completions, temperature)
+            frozen = backend.score(completions, temperature, adapter=False)
+            delta = [float(t.sum() - f.sum()) for t, f in zip(trained, frozen, strict=True)]
         up, down = float(np.mean(delta[: len(above)])), float(np.mean(delta[len(above) :]))
         if not (math.isfinite(up) and math.isfinite(down)):
             return None

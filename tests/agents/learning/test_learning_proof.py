@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[3]
 SEEDS = 6
 ARGV = [
     "--env", "selftest-bandit-8", "--fast", "--implementer-model", "offline/pacevolve",
-    "--presets", "pacevolve++", "--no-bandit", "--seeds", *map(str, range(SEEDS)),
-    "--max-evaluations", "129", "--resamples", "2000",
+    "--presets", "pacevolve++", "--no-bandit", "--llm-advisor", "", "--seeds", *map(str, range(SEEDS)),
+    "--max-evaluations", "129", "--resamples", "2000", "--agent-config", "{}",
 ]  # fmt: skip
 """The CI-sized proof: the bandit instrument, pacevolve++ trained vs frozen only (as before issue 35)."""
 
@@ -57,17 +57,26 @@ def test_trained_advisor_beats_its_frozen_self_in_bench_compare(tmp_path: Path) 
 
 
 def test_the_registered_plan_compares_every_arm_at_once() -> None:
-    """The script's defaults are its plan: four presets trained and frozen and the bandit, one comparison."""
+    """The script's defaults are its plan: pacevolve++ trained and frozen with tiny-random and with
+    SmolLM2, and the bandit, in one comparison."""
     proof = _proof()
     plan = proof.parser().parse_args([])
-    assert proof.departures(plan) == [] and plan.env == "llm-sr-phys-osc1-tiny" and len(plan.seeds) == 12
-    labels = [a.label for a in proof.arms_of(plan)]
-    assert len(labels) == 9 and labels[-1] == "bandit-ucb" and "maxk/frozen" in labels
+    assert proof.departures(plan) == [] and plan.env == "llm-sr-phys-osc1-tiny" and len(plan.seeds) == 8
+    arms = proof.arms_of(plan)
+    assert [a.label for a in arms] == [
+        "pacevolve++/trained", "pacevolve++/frozen", "pacevolve++/smollm2/trained",
+        "pacevolve++/smollm2/frozen", "bandit-ucb",
+    ]  # fmt: skip
+    llm = arms[2]
+    assert llm.advisor_model == "smollm2-135m" and llm.config["max_prompt_tokens"] == 160
+    assert arms[3].config["lr"] == 0.0 and "max_prompt_tokens" not in arms[1].config
+    assert all(a.config["islands"] == 4 for a in arms)  # one scaffold for every arm
     rows = [
-        ("maxk", {"lr": 0.1, "advisor_rule": "policy"}, "maxk/trained"),
-        ("maxk", {"lr": 0.0, "advisor_rule": "policy"}, "maxk/frozen"),
-        ("pacevolve++", {"lr": 0.1, "advisor_rule": "bandit-ucb"}, "bandit-ucb"),
+        ("maxk", {"lr": 0.1, "advisor_rule": "policy"}, "policy:tiny-random", "maxk/trained"),
+        ("maxk", {"lr": 0.0, "advisor_rule": "policy"}, "policy:tiny-random", "maxk/frozen"),
+        ("pacevolve++", {"lr": 0.0}, "policy:smollm2-135m", "pacevolve++/smollm2/frozen"),
+        ("pacevolve++", {"lr": 0.1, "advisor_rule": "bandit-ucb"}, "policy:smollm2-135m", "bandit-ucb"),
     ]
-    for agent, config, label in rows:  # how a leaderboard row's resolved configuration is sorted
-        assert proof.arm_label(agent, config) == label
+    for agent, config, advisor, label in rows:  # how a leaderboard row is sorted into its arm
+        assert proof.arm_label(agent, config, advisor, "smollm2-135m") == label
     assert proof.departures(proof.parser().parse_args(["--seeds", "0", "1"]))

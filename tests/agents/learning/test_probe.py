@@ -54,6 +54,22 @@ def test_untrained_policy_reads_no_change() -> None:
     assert "no change (untrained)" in result.headline() and "frozen twin" in result.headline()
 
 
+def test_an_untrained_flag_spends_no_forward_pass_and_reads_what_scoring_would() -> None:
+    backend = _backend(lr=0.0)
+    probe = _probe(_groups(backend))
+    scored = probe.measure(backend, 1.0)
+    calls: list[object] = []
+    real = backend.score
+
+    def counting(*a: object, **k: object) -> object:
+        calls.append(a)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    backend.score = counting  # type: ignore[method-assign]
+    shortcut = probe.measure(backend, 1.0, untrained=True)
+    assert calls == [] and shortcut == scored
+
+
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_training_towards_the_rewards_separates_and_against_them_reverses(sign: float) -> None:
     backend = _backend(lr=0.05)
@@ -79,10 +95,25 @@ def test_constant_groups_are_passed_over_and_the_size_caps_the_probe() -> None:
     assert probe.answers == [] and probe.measure(backend, 1.0) is None
     probe.offer(2, groups[1], REWARDS[1])
     assert [a.step for a in probe.answers] == [2, 2, 2]
-    assert [a.centred_reward for a in probe.answers] == [-1.25, 1.75, -2.25]
+    assert [a.centred_reward for a in probe.answers] == [1.75, -1.25, 1.75]  # above and below alternate
     again = PolicyProbe(3)
     again.load_json(probe.to_json())  # the checkpoint round trip keeps the probe
     assert again.answers == probe.answers
+
+
+def test_a_step_too_big_for_the_probe_still_gives_both_sides() -> None:
+    """Three policy calls per candidate (the scaffold's three advisor stages) and the first candidates
+    all below the mean: filling in candidate order gave only below-mean answers and no probe (a
+    SmolLM2 run on llm-sr-phys-osc1-tiny said "not measured" with rewards differing at every step)."""
+    backend = _backend(lr=0.0)
+    [answers] = _groups(backend)[:1]
+    calls = [[c[0], c[0], c[0]] for c in answers] * 2  # 8 candidates, 3 calls each
+    rewards = [-1.0, -1.0, -1.0, -1.0, -1.0, 2.0, 3.0, 4.0]
+    probe = PolicyProbe(16)
+    probe.offer(1, calls, rewards)
+    signs = [a.centred_reward > 0 for a in probe.answers]
+    assert len(signs) == 16 and signs.count(True) >= 6 and signs.count(False) >= 6
+    assert probe.measure(backend, 1.0) is not None
 
 
 def test_a_frozen_runs_learning_line_says_no_change(run_agent) -> None:
