@@ -298,6 +298,7 @@ def run_facts(summary: Mapping[str, Any]) -> dict[str, Any]:
         "skipped_updates": summary.get("skipped_updates"),
         "parse_rate": summary.get("parse_rate"),
         "separation": probe.get("separation") if isinstance(probe, Mapping) else None,
+        "reward_quarters": [summary.get("reward_first_quarter"), summary.get("reward_last_quarter")],
     }
 
 

@@ -23,6 +23,7 @@ ARGV = [
     "--env", "selftest-bandit-8", "--fast", "--implementer-model", "offline/pacevolve",
     "--presets", "pacevolve++", "--no-bandit", "--llm-advisor", "", "--seeds", *map(str, range(SEEDS)),
     "--max-evaluations", "129", "--resamples", "2000", "--agent-config", "{}",
+    "--lanes", "1",  # one run at a time beside the rest of the suite, as before
 ]  # fmt: skip
 """The CI-sized proof: the bandit instrument, pacevolve++ trained vs frozen only (as before issue 35)."""
 
