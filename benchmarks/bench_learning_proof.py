@@ -360,9 +360,10 @@ def focus(report: Mapping[str, Any]) -> list[str]:
     for r in report["json"]["paired"]:
         pair = (r["agent_a"], r["agent_b"])
         if (pair in wanted or pair[::-1] in wanted) and r["metric"] in ("u", "auc"):
+            ci = "no CI" if r.get("ci_lo") is None else f"[{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]"
             lines.append(
-                f"{r['agent_a']} - {r['agent_b']} {r['metric']}: {r['delta']:+.3f} "
-                f"[{r['ci_lo']:.3f}, {r['ci_hi']:.3f}], p {r['p_value']:.3g}, Holm {r['p_holm']:.3g}"
+                f"{r['agent_a']} - {r['agent_b']} {r['metric']}: {r['delta']:+.3f} {ci}, "
+                f"p {r['p_value']:.3g}, Holm {r['p_holm']:.3g}"
             )
     return lines
 
