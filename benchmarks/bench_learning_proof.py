@@ -52,8 +52,6 @@ from typing import Any
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 """``runner(argv, env=...)``: runs ``bench ARGV`` in a process of its own."""
 
-PRESETS = ("pacevolve++", "thetaevolve", "ttt-discover", "maxk")
-"""The learning presets."""
 BANDIT = "bandit-ucb"
 """Label (and ``advisor_rule``) of the non-learning adaptive arm."""
 BANDIT_AGENT = "pacevolve++"
