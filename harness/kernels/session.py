@@ -49,6 +49,7 @@ from .timing import (
     speed_probe,
     split_cpus,
 )
+from .verdict import is_suspect, judge
 
 _REASON_CAP = 2000
 
@@ -396,14 +397,18 @@ class KernelSession:
         # is smallest, and a smaller size with few samples under load would overstate the kernel.
         reps = max(c.reps for c in self._timed)
         group = [c for c in self._timed if c.reps == reps]
-        fastest = min(c.round_trip for c in group)
+        fastest_call = min(group, key=lambda c: c.round_trip)
+        fastest = fastest_call.round_trip
         # The floor is the fastest echo of this request signature over the whole evaluation so
         # far (``overhead_lo``: calibration echoes included), not only the case's own window.
         calibrated = min((c.overhead_lo for c in group if c.overhead_lo > 0), default=math.inf)
         floor = min(min(c.echo for c in group), calibrated)
         lower = max(0.0, fastest - (1.0 + p.transport_slack) * floor - p.transport_margin_s) / reps
         rep = statistics.median(c.seconds for c in group)
-        b = CaseBound(lower, fastest, floor, rep, len(group), reps, tuple(c.seconds for c in group))
+        b = CaseBound(
+            lower, fastest, floor, rep, len(group), reps, tuple(c.seconds for c in group),
+            echo_at_fastest=fastest_call.echo,
+        )  # fmt: skip
         return self._os_figure(b)
 
     def _probe(self) -> float:
@@ -456,12 +461,7 @@ class KernelSession:
         round trip falls to its kernel time plus the transport floor as calls accrue; a candidate
         that under-reports or defers work cannot bring it lower.
         """
-        b = self.case_bound()
-        p = self.params
-        # With an OS figure a low report gains nothing (the figure counts), but one far under it
-        # is still a lie worth a clear verdict.
-        ref = b.os_cpu_raw if b.os_cpu_raw is not None else b.lower
-        return ref > p.timing_floor_s and b.reported_median < p.suspect_ratio * ref
+        return is_suspect(self.case_bound(), self.params)
 
     def close_case(self, times: list[float], more: Callable[[], float], what: str) -> tuple[float, CaseBound]:
         """Confirm a suspect case with more calls in spaced rounds (``confirm_pauses_s``), then close it.
@@ -477,6 +477,7 @@ class KernelSession:
 
         Raises:
             CandidateInvalid: See :meth:`end_case`, or raised by ``more``.
+            InfraError: See :meth:`end_case`.
             CandidateError: Raised by ``more``.
             CandidateTimeout: Raised by ``more``.
         """
@@ -501,29 +502,14 @@ class KernelSession:
         """Close one benchmark case's timed calls and return its trusted bound.
 
         Raises:
-            CandidateInvalid: Still :meth:`suspect` (``rule 'timing'``): the median reported time
-                is under ``suspect_ratio`` of the trusted bound while that bound is above ``timing_floor_s``.
+            CandidateInvalid: Still :meth:`suspect` (``rule 'timing'``, :func:`~.verdict.judge`).
+            InfraError: Suspect only against a quiet floor the loaded machine never offered
+                (:func:`~.verdict.judge`).
             ValueError: No timed call in this case.
         """
         bound = self.case_bound()
-        bad = self.suspect()
         self._timed, self._cpu0, self._cpu0_first = [], None, None
-        if bad and bound.os_cpu is not None:
-            raise CandidateInvalid(
-                f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
-                f"per call, but its process tree used {(bound.os_cpu_raw or 0.0) * 1e6:.1f} us of CPU "
-                f"per call "
-                f"({bound.window_cpu * 1e3:.2f} ms over {bound.os_calls} calls, less the trusted "
-                f"echo's {bound.echo_cpu * 1e3:.2f} ms for the same requests)"
-            )
-        if bad:
-            raise CandidateInvalid(
-                f"rule 'timing': {what}: the sandbox reports a median {bound.reported_median * 1e6:.1f} us "
-                f"per call, but the trusted round trips show at least {bound.lower * 1e6:.1f} us "
-                f"(fastest of {bound.calls} requests of {bound.reps} calls "
-                f"{bound.fastest_round_trip * 1e6:.1f} us, "
-                f"fastest echo of the same request {bound.overhead_lo * 1e6:.1f} us)"
-            )
+        judge(bound, self.params, what)
         return bound
 
     def close(self) -> None:

@@ -206,6 +206,23 @@ class CaseBound:
     echo_cpu: float = 0.0
     """CPU seconds the trusted echo used for the same requests (per request size, the median of
     its echoes times the requests of that size), subtracted from ``window_cpu``."""
+    echo_at_fastest: float = math.inf
+    """The trusted echo made right after the fastest request (inf: none was needed). Above the
+    transport floor it shows the machine was loaded even at the case's quietest moment."""
+
+    def load_matched(self, slack: float, margin: float) -> float | None:
+        """The bound against the fastest request's own echo, where that echo shows load; else None.
+
+        ``lower`` subtracts the quietest echo of the session: on a machine loaded all through a
+        case, every round trip carries the load and the difference reads as kernel time. The echo
+        made right after the fastest request carries the same load; a request still far slower
+        than it did real work. A candidate can only slow that echo (never speed it), so it can only
+        turn this into a smaller figure, which the caller treats as undecided, never as a pass.
+        """
+        quiet = (1.0 + slack) * self.overhead_lo + margin
+        if not (math.isfinite(self.echo_at_fastest) and self.echo_at_fastest > quiet):
+            return None
+        return max(0.0, self.fastest_round_trip - (1.0 + slack) * self.echo_at_fastest - margin) / self.reps
 
     @property
     def clock(self) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.evaluation.errors import CandidateError, CandidateInvalid
+from harness.evaluation.errors import CandidateError, CandidateInvalid, InfraError
 from harness.kernels.session import CaseBound, DriverParams, KernelSession
 from harness.sandbox.launch import fill, project_root
 from harness.scoring.api import ExecResult
@@ -169,7 +169,13 @@ def test_an_honest_case_slowed_by_a_stretch_of_load_is_not_a_timing_verdict(tmp_
 
         times = [more() for _ in range(3)]
         assert s.suspect()  # the stretch alone would read as under-reporting
-        mean, bound = s.close_case(times, more, "case")
+        try:
+            mean, bound = s.close_case(times, more, "case")
+        except InfraError as e:
+            # Real load on this machine outlasted the confirming rounds (CI: 3 test workers, a
+            # Docker build and a pip install on 2 cores): undecided, never a verdict on the candidate.
+            assert "undecided under load" in e.reason
+            return
     assert bound.lower < 200e-6 and mean < 1e-3, bound
 
 
