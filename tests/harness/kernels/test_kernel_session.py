@@ -55,6 +55,16 @@ def _forged(sock, header, arrays=None):
         return _send(sock, {**header, "out": {"__tensor__": 7}}, arrays)
     if MODE == "slow-report":
         return _send(sock, {**header, "host": 1e-6}, arrays)
+    if MODE == "slow-the-echo":  # under-report, then load the machine while the scorer echoes
+        _send(sock, {**header, "host": 1e-6}, arrays)
+        import os, time
+        for _ in range(2):
+            if os.fork() == 0:
+                end = time.perf_counter() + 0.02
+                while time.perf_counter() < end:
+                    pass
+                os._exit(0)
+        return None
 _main.send = _forged
 def custom_kernel(data):
     t = torch.zeros(1)
@@ -133,6 +143,22 @@ def test_under_reported_time_is_invalid_once_the_bound_stands_above_the_floor(tm
         assert max(times) == pytest.approx(1e-6)
         with pytest.raises(CandidateInvalid, match="rule 'timing'"):
             s.close_case(times, more, "case")
+
+
+def test_slowing_the_echo_turns_a_timing_verdict_into_no_score_at_most(tmp_path: Path) -> None:
+    """A contestant who under-reports real work (ms per call, reported as 1 us) and, after every
+    reply, forks two children that spin 20 ms while the scorer echoes the same request: the echo
+    beside its fastest request may read as load, which can make the case undecided (an infra
+    error: no score, retried), never a pass."""
+    with _session(tmp_path, _forge("slow-the-echo", work=3000)) as s:
+
+        def more() -> float:
+            return s.call([torch.ones(8)], "call", [("float32", (8,))])[1].seconds
+
+        times = [more() for _ in range(3)]
+        with pytest.raises((CandidateInvalid, InfraError)) as verdict:
+            s.close_case(times, more, "case")
+    assert "rule 'timing'" in str(verdict.value) or "undecided under load" in str(verdict.value)
 
 
 # An honest kernel whose replies are held back 1.5 ms (outside its timed call) while a stretch of
